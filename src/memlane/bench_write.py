@@ -1,0 +1,119 @@
+"""The write-path benchmark behind `memlane bench write`.
+
+memlane's add is measured side by side with a raw ``sqlite3`` insert of the same
+row into the same schema with the same durability settings, in one run, so the
+ratio is meaningful on a noisy shared machine.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memlane.memory import Memory
+from memlane.store.sqlite import SQLiteStore
+
+_TEXT = (
+    "I finally booked the train to Sintra for Saturday morning; can you remind me "
+    "to pack the vegetarian picnic and check the weather the night before?"
+)
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _summary(samples_s: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in samples_s]
+    return {
+        "p50_ms": round(_percentile(ms, 0.50), 4),
+        "p95_ms": round(_percentile(ms, 0.95), 4),
+        "mean_ms": round(statistics.fmean(ms), 4),
+    }
+
+
+def _raw_insert(conn: sqlite3.Connection, session_id: str) -> Callable[[], None]:
+    def insert() -> None:
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, created_at, metadata, token_count) "
+            "VALUES (?, 'user', ?, ?, '{}', 30)",
+            (session_id, _TEXT, now),
+        )
+        conn.execute(
+            "UPDATE sessions SET message_count = message_count + 1, updated_at = ?, "
+            "last_active_at = ? WHERE id = ?",
+            (now, now, session_id),
+        )
+        conn.execute("COMMIT")
+
+    return insert
+
+
+def run_write_bench(
+    *,
+    adds: int = 2000,
+    history: int = 100_000,
+    durability: str = "full",
+    workdir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Add latency vs raw sqlite3, and get_recent_messages(4096) on a long session."""
+    say = progress or (lambda _msg: None)
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        ours = Memory(Path(tmp) / "memlane.db", durability=durability)
+        raw_store = SQLiteStore(Path(tmp) / "raw.db", durability=durability)
+        raw_store.write(
+            lambda c: c.execute(
+                "INSERT INTO sessions (id, created_at, updated_at, last_active_at) "
+                "VALUES ('raw', 0, 0, 0)"
+            )
+        )
+        raw_insert = _raw_insert(raw_store.connection, "raw")
+        sid = ours.create_session(session_id="bench", system_prompt="You are helpful.")
+        say(f"timing {adds} adds, interleaved with raw sqlite3 inserts")
+        mine: list[float] = []
+        base: list[float] = []
+        for _ in range(adds):
+            t0 = time.perf_counter()
+            ours.save_message(sid, {"role": "user", "content": _TEXT})
+            t1 = time.perf_counter()
+            raw_insert()
+            t2 = time.perf_counter()
+            mine.append(t1 - t0)
+            base.append(t2 - t1)
+        say(f"filling a session with {history:,} messages")
+        long_sid = ours.create_session(session_id="long")
+        batch = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{_TEXT} #{i}"}
+                 for i in range(1000)]
+        for _ in range(history // 1000):
+            ours.add_messages(long_sid, batch)
+        say("timing get_recent_messages(4096)")
+        recent: list[float] = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            window = ours.get_recent_messages(long_sid, 4096)
+            recent.append(time.perf_counter() - t0)
+        ours.close()
+        raw_store.close()
+    add = _summary(mine)
+    raw = _summary(base)
+    return {
+        "durability": durability,
+        "adds": adds,
+        "memlane_add": add,
+        "raw_sqlite3_insert": raw,
+        "add_p50_ratio": round(add["p50_ms"] / raw["p50_ms"], 3) if raw["p50_ms"] else None,
+        "add_p95_ratio": round(add["p95_ms"] / raw["p95_ms"], 3) if raw["p95_ms"] else None,
+        "history_messages": history,
+        "get_recent_messages_4096": _summary(recent),
+        "window_messages": len(window),
+    }

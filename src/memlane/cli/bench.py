@@ -1,0 +1,33 @@
+"""`memlane bench ...`: benchmarks whose figures go into the docs and closing notes."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from memlane.cli.common import console, err_console
+
+
+def write_cmd(
+    adds: int = typer.Option(2000, "--adds", min=10, help="How many adds to time."),
+    history: int = typer.Option(100_000, "--history", min=1000, help="Messages in the long session."),
+    durability: str = typer.Option("full", "--durability", help="full or normal (same for both sides)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Add latency against raw sqlite3 (same row, same durability) and windowing on 100k messages."""
+    from memlane.bench_write import run_write_bench
+
+    with err_console.status("benchmarking the write path") as status:
+        result = run_write_bench(
+            adds=adds, history=history, durability=durability,
+            progress=lambda msg: status.update(msg),
+        )
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    console.print_json(json.dumps(result))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("write")(write_cmd)

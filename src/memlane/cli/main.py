@@ -1,0 +1,72 @@
+"""The `memlane` command. Sub-commands live in small modules registered here."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from memlane.cli import bench, demo, sessions
+from memlane.cli.common import CliState, err_console
+from memlane.cli.exit_codes import exit_code_for
+from memlane.errors import MemlaneError
+
+app = typer.Typer(
+    name="memlane",
+    help="Conversation memory for LLM agents: store, search and build context from chats.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+eval_app = typer.Typer(help="Evaluate retrieval and summaries on LoCoMo conversations.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks: write path, search, server load.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+app.add_typer(bench_app, name="bench")
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    store: str | None = typer.Option(
+        None, "--store", "--db", envvar="MEMLANE_STORE",
+        help="Database: a SQLite path, sqlite:///path, memory:// or postgresql://...",
+    ),
+    config: str | None = typer.Option(
+        None, "--config", help="Config file (default ~/.memlane/config.yaml)."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug output."),
+) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
+    ctx.obj = CliState(store=store, config=config)
+
+
+sessions.register(app)
+demo.register(app)
+bench.register(bench_app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning memlane errors into one line and an exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except MemlaneError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(exit_code_for(exc))
+    except (typer.Exit, SystemExit) as exc:
+        code = exc.exit_code if isinstance(exc, typer.Exit) else exc.code
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Commands over the stored log: sessions, history, search, export, import, prune, delete, stats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from memlane.cli.common import console, state
+
+
+def _short(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def sessions_cmd(
+    ctx: typer.Context,
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many sessions to show."),
+    user: str | None = typer.Option(None, "--user", help="Only this user's sessions."),
+    status: str | None = typer.Option(None, "--status", help="Only sessions with this status."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """List sessions, most recently active first."""
+    with state(ctx).open() as mem:
+        found = mem.list_sessions(limit=limit, user_id=user, status=status)
+    if as_json:
+        print(json.dumps([s.to_dict() for s in found], ensure_ascii=False, indent=2))
+        return
+    table = Table("id", "title", "user", "status", "messages", "last active")
+    for s in found:
+        table.add_row(
+            s.id, s.title or "", s.user_id or "", s.status, str(s.message_count),
+            s.last_active_at.strftime("%Y-%m-%d %H:%M"),
+        )
+    console.print(table)
+
+
+def history_cmd(
+    ctx: typer.Context,
+    session_id: str = typer.Argument(..., help="The session to show."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", help="Only the newest messages that fit this many tokens."
+    ),
+    all_: bool = typer.Option(False, "--all", help="Include messages hidden by /clear."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON messages."),
+) -> None:
+    """Show a session's messages, oldest first."""
+    with state(ctx).open() as mem:
+        if max_tokens is not None:
+            msgs = mem.get_recent_messages(session_id, max_tokens)
+        else:
+            msgs = mem.load_session(session_id, include_hidden=all_)
+    if as_json:
+        print(json.dumps([m.to_dict() for m in msgs], ensure_ascii=False, indent=2))
+        return
+    for m in msgs:
+        who = m.author_name or m.author_id or m.role
+        stamp = m.created_at.strftime("%Y-%m-%d %H:%M")
+        console.print(f"[dim]{stamp} #{m.id or '-'}[/dim] [bold]{who}[/bold] ({m.role})", highlight=False)
+        console.print(m.content, highlight=False, markup=False)
+        if m.tool_calls:
+            console.print(f"[dim]tool calls: {json.dumps(m.tool_calls)}[/dim]", highlight=False)
+
+
+def search_cmd(
+    ctx: typer.Context,
+    query: str = typer.Argument(..., help="What to look for."),
+    session_id: str | None = typer.Option(None, "--session", help="Only this session."),
+    user: str | None = typer.Option(None, "--user", help="Only this user's sessions."),
+    top_k: int = typer.Option(10, "--top-k", "-k", min=1, help="How many hits."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON hits."),
+) -> None:
+    """Search all stored conversations; shows each hit's score and its parts."""
+    with state(ctx).open() as mem:
+        hits = mem.search(query, session_id=session_id, user_id=user, top_k=top_k)
+    if as_json:
+        print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
+        return
+    table = Table("score", "parts", "session", "who", "text")
+    for h in hits:
+        parts = " ".join(f"{k}={v:.3f}" for k, v in h.scores.items())
+        table.add_row(
+            f"{h.score:.3f}", parts, h.message.session_id[:12],
+            h.message.author_name or h.message.role, _short(h.snippet or h.message.content),
+        )
+    console.print(table)
+
+
+def export_cmd(
+    ctx: typer.Context,
+    session_id: str = typer.Argument(..., help="The session to export."),
+    fmt: str = typer.Option("json", "--format", "-f", help="json, jsonl or markdown."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="File to write (default stdout)."),
+) -> None:
+    """Export a session (JSON and JSONL round-trip exactly)."""
+    with state(ctx).open() as mem:
+        text = mem.export_session(session_id, fmt)
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        output.write_text(text, encoding="utf-8")
+        console.print(f"wrote {output}")
+
+
+def import_cmd(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="An exported file."),
+    fmt: str | None = typer.Option(None, "--format", "-f", help="json, jsonl or markdown (default: by extension)."),
+    on_conflict: str = typer.Option("error", "--on-conflict", help="error, skip, replace or new."),
+) -> None:
+    """Import sessions from an export file. Nothing is written if any part is invalid."""
+    chosen = fmt or {".jsonl": "jsonl", ".md": "markdown", ".markdown": "markdown"}.get(
+        path.suffix.lower(), "json"
+    )
+    with state(ctx).open() as mem:
+        ids = mem.import_sessions(path.read_text(encoding="utf-8"), chosen, on_conflict=on_conflict)
+    console.print(f"imported {len(ids)} session(s): {', '.join(ids)}")
+
+
+def prune_cmd(
+    ctx: typer.Context,
+    days: int | None = typer.Option(None, "--days", min=0, help="Delete sessions inactive this long (default: auto_prune_days or 30)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete sessions that have been inactive for more than N days."""
+    st = state(ctx)
+    chosen = days if days is not None else (st.settings().auto_prune_days or 30)
+    if not yes:
+        typer.confirm(f"Delete sessions inactive for more than {chosen} days?", abort=True)
+    with st.open() as mem:
+        n = mem.prune_old_sessions(chosen)
+    console.print(f"deleted {n} session(s)")
+
+
+def delete_cmd(
+    ctx: typer.Context,
+    session_id: str = typer.Argument(..., help="The session to delete."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete a session and everything derived from it."""
+    if not yes:
+        typer.confirm(f"Delete session {session_id} and all its messages?", abort=True)
+    with state(ctx).open() as mem:
+        if not mem.delete_session(session_id):
+            from memlane.errors import SessionNotFoundError
+
+            raise SessionNotFoundError(session_id)
+    console.print(f"deleted {session_id}")
+
+
+def stats_cmd(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Counts and sizes of what is stored."""
+    with state(ctx).open() as mem:
+        data = mem.stats()
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+        return
+    table = Table("what", "value")
+    for key, value in data.items():
+        table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sessions")(sessions_cmd)
+    app.command("history")(history_cmd)
+    app.command("search")(search_cmd)
+    app.command("export")(export_cmd)
+    app.command("import")(import_cmd)
+    app.command("prune")(prune_cmd)
+    app.command("delete")(delete_cmd)
+    app.command("stats")(stats_cmd)

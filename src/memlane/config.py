@@ -1,0 +1,102 @@
+"""Settings from ``~/.memlane/config.yaml`` (or ``--config``) and ``MEMLANE_*`` variables.
+
+Precedence: explicit arguments > environment > config file > defaults. The
+file may hold the keys at top level or under a ``memory:`` section, so the
+seed projects' config blocks (``memory: {enabled, storage_path, ...}``) work
+as they are.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memlane.errors import ConfigError
+
+DEFAULT_HOME = Path("~/.memlane")
+DEFAULT_CONFIG = DEFAULT_HOME / "config.yaml"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    enabled: bool = True
+    storage_path: str = str(DEFAULT_HOME / "memory.db")
+    max_history_tokens: int = Field(4096, ge=1)
+    auto_prune_days: int | None = Field(None, ge=1)
+    strategy: Literal["simple", "summary", "summarization", "hybrid", "tiered"] = "hybrid"
+    token_model: str | None = None
+    auto_create_sessions: bool = True
+    on_storage_error: Literal["raise", "log"] = "raise"
+    durability: Literal["full", "normal"] = "full"
+    max_message_chars: int = Field(1_000_000, ge=1)
+    embedder: str | None = "minilm"
+    anchor_id: str | None = None
+    checkpoint_dir: str | None = None
+    summarize_every: int = Field(10, ge=1)
+    keep_raw_turns: int = Field(3, ge=0)
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key_env: str = "OPENAI_API_KEY"
+
+    def storage_url(self) -> str:
+        path = self.storage_path
+        if "://" in path:
+            return path
+        return str(Path(path).expanduser())
+
+
+_ENV_PREFIX = "MEMLANE_"
+
+
+def _env_overrides(env: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    fields = Settings.model_fields
+    for key, value in env.items():
+        if not key.startswith(_ENV_PREFIX):
+            continue
+        name = key[len(_ENV_PREFIX):].lower()
+        if name == "anchor_id" or name in fields:
+            out[name] = value
+    # Seed 003 configures the Anchor as MATRIX_USER_ID; honour it when ours is unset.
+    if "anchor_id" not in out and env.get("MATRIX_USER_ID"):
+        out["anchor_id"] = env["MATRIX_USER_ID"]
+    return out
+
+
+def load_settings(
+    config_path: str | Path | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Read settings; a bad file or value raises ConfigError that names it."""
+    environ = dict(os.environ if env is None else env)
+    path = Path(config_path or environ.get("MEMLANE_CONFIG") or DEFAULT_CONFIG).expanduser()
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of settings")
+        section = loaded.get("memory", loaded)
+        if not isinstance(section, dict):
+            raise ConfigError(f"'memory' in {path} must be a mapping")
+        data.update(section)
+    elif config_path is not None:
+        raise ConfigError(f"config file {path} does not exist")
+    data.update(_env_overrides(environ))
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid memlane settings ({path}): {problems}") from exc

@@ -1,0 +1,1 @@
+"""Building the context an agent sees: summaries, keyphrases, packets."""

@@ -1,0 +1,959 @@
+"""Summaries of conversations: extractive and offline by default, an LLM when configured.
+
+:class:`ExtractiveSummarizer` needs no model and no network. It splits every
+message into sentences, drops greetings, fillers, emoji and questions, rewrites
+the rest into the third person with the speaker's name ("I went to a support
+group" from Caroline becomes "Caroline went to a support group"), scores each
+sentence by centrality in the sentence-similarity graph (TextRank), coverage of
+the conversation's keyphrases and how much it tells about the speaker, then
+picks sentences with maximal marginal relevance (no near-duplicates, both
+speakers heard) and prints them in the order they were said. Same input, same
+output; a 30-turn session takes a few milliseconds.
+
+:class:`RollingSummary` keeps a summary under a token budget while a
+conversation grows: each new block of messages contributes its own best
+sentences, and when the budget is full the oldest, least salient sentences go
+first. Old sentences that the new block talks about again are reinforced.
+
+:class:`LLMSummarizer` asks any OpenAI-compatible chat-completions endpoint and
+falls back to the extractive summary (with a warning) when the endpoint fails.
+
+Token budgets are exact per :mod:`memlane.tokens`: a summary given
+``max_tokens`` never counts more than that.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from memlane.context.keyphrases import (
+    GENERIC_WORDS,
+    STOPWORDS,
+    normalize_term,
+    score_keyphrases,
+    tokenize_words,
+)
+from memlane.errors import InvalidInputError
+from memlane.models import Message
+
+if TYPE_CHECKING:
+    import httpx
+
+    from memlane.tokens import TokenCounter
+
+__all__ = [
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "RollingSummary",
+    "Summarizer",
+    "SummarySentence",
+    "fit_to_budget",
+    "split_sentences",
+]
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Anything that turns messages into a summary string."""
+
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        previous_summary: str | None = None,
+    ) -> str: ...
+
+
+def _default_counter() -> TokenCounter:
+    # Imported late: the summarizer is usable (without budgets) on its own.
+    from memlane.tokens import get_counter
+
+    return get_counter(None)
+
+
+def _check_budget(max_tokens: int | None) -> None:
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 0):
+        raise InvalidInputError(
+            f"max_tokens must be a non-negative integer or None, got {max_tokens!r}"
+        )
+
+
+# ------------------------------------------------------------------ cleaning
+
+_URL_RE = re.compile(r"https?://\S+|www\.\S+")
+_EMOTICON_RE = re.compile(r"(?<!\w)(?:[:;=8][-'^]?[)(\]\[dDpPoO/\\|*]+|<3+|\^_?\^|xD+|XD+)(?!\w)")
+_SPACE_RE = re.compile(r"\s+")
+# A sentence ends at . ! ? (or an ellipsis) followed by space; quotes and
+# brackets may close it. Newlines always end one.
+_SPLIT_RE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\s*\n+\s*")
+_ABBREVIATIONS = frozenset(
+    ["mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "approx", "no", "fig", "inc", "ltd", "co", "mt", "ft"]
+)
+
+
+def _is_emoji(ch: str) -> bool:
+    cp = ord(ch)
+    if 0x1F000 <= cp <= 0x1FAFF or 0x2600 <= cp <= 0x27BF or 0x2B00 <= cp <= 0x2BFF:
+        return True
+    if cp in (0x200D, 0xFE0F, 0xFE0E, 0x20E3):
+        return True
+    return unicodedata.category(ch) == "So"
+
+
+def clean_text(text: str) -> str:
+    """Text without URLs, emoji and emoticons, with straight quotes and single spaces."""
+    text = _URL_RE.sub(" ", text)
+    text = "".join(" " if _is_emoji(ch) else ch for ch in text)
+    text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
+    text = _EMOTICON_RE.sub(" ", text)
+    return _SPACE_RE.sub(" ", text).strip()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``; abbreviations like "Dr." do not end one."""
+    parts = [p.strip() for p in _SPLIT_RE.split(text) if p and p.strip()]
+    out: list[str] = []
+    for part in parts:
+        if out:
+            last_word = out[-1].rsplit(" ", 1)[-1].rstrip(".").lower()
+            if out[-1].endswith(".") and last_word in _ABBREVIATIONS:
+                out[-1] = f"{out[-1]} {part}"
+                continue
+        out.append(part)
+    return out
+
+
+# Interjections that can open a sentence and say nothing ("Wow", "Hey Mel").
+_FILLER_ANY = (
+    r"hey+|hi+|hello|hiya|yo|wow+|whoa|woah|oh+|ooh+|ah+|aw+|lol|lmao|haha(?:ha)*|hehe|omg|"
+    r"gosh|hmm+|um+|uh+|yay+|ugh|oops|phew|oh my gosh|oh my god|oh wow|jeez|geez"
+)
+# Words that are fillers only when punctuation follows ("Yeah, ..." but not "So glad").
+_FILLER_PUNCT = (
+    r"yeah|yep|yup|yes|no|nah|nope|ok|okay|well|so|sure|thanks|thank you|thanks so much|"
+    r"thank you so much|cheers|totally|absolutely|definitely|congrats|congratulations|"
+    r"true|exactly|indeed|agreed|cool|awesome|amazing|great|nice|wonderful|sweet|"
+    r"bye|take care|see you|see ya|good night|good morning|right|anyway|anyways|honestly"
+)
+_LEADING_FILLER_RE = re.compile(
+    rf"^(?:(?:(?:{_FILLER_ANY})\b[\s,!.~-]*|(?:{_FILLER_PUNCT})\s*[,!.~-]+\s*))+",
+    re.IGNORECASE,
+)
+_GENERIC_VOCATIVES = frozenset(
+    ["buddy", "man", "dude", "guys", "girl", "friend", "mate", "bro", "pal", "dear", "sis", "everyone", "y'all", "folks"]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _People:
+    """Who is speaking and who is spoken to, for the third-person rewrite."""
+
+    names: frozenset[str]  # full names and the short forms seen in the text
+
+    def is_name(self, word: str) -> bool:
+        w = word.strip(".,!?;:").lower()
+        return w in self.names or w in _GENERIC_VOCATIVES
+
+
+def _strip_vocatives(sentence: str, people: _People) -> str:
+    s = sentence.strip()
+    for _ in range(3):
+        before = s
+        s = _LEADING_FILLER_RE.sub("", s).strip()
+        # "Mel, you ..." / "Mel!" at the start
+        m = re.match(r"^([A-Z][\w'-]*)\s*([,!.]+|$)\s*", s)
+        if m and people.is_name(m.group(1)):
+            s = s[m.end() :].strip()
+        # "..., Caroline!" / "... Mel." at the end
+        m = re.search(r",?\s+([A-Za-z][\w'-]*)\s*([!.?]*)\s*$", s)
+        if m and people.is_name(m.group(1)) and (m.group(0).startswith(",") or m.group(2)):
+            s = (s[: m.start()].rstrip(" ,") + (m.group(2) or "")).strip()
+        if s == before:
+            break
+    return s
+
+
+# ----------------------------------------------------------- third person
+
+_ADVERBS = (
+    r"really|just|also|always|still|never|actually|totally|definitely|usually|often|"
+    r"sometimes|absolutely|truly|even|only|already|kinda|honestly|personally|now|"
+    r"finally|recently|currently|especially|sure|do|so|too"
+)
+_IRREGULAR = {"have": "has", "do": "does", "go": "goes", "be": "is", "am": "is", "are": "is"}
+# Present-tense verbs that follow "I" in chat often enough to be worth
+# conjugating; anything else (past forms, modals, unknown words) is left alone.
+_VERBS = frozenset(
+    ["love", "like", "think", "feel", "want", "need", "know", "hope", "have", "do", "go", "enjoy", "find", "believe", "guess", "mean", "agree", "wish", "try", "plan", "miss", "remember", "see", "get", "work", "play", "keep", "make", "take", "appreciate", "understand", "admire", "adore", "prefer", "hate", "use", "run", "teach", "learn", "live", "stay", "spend", "read", "write", "watch", "cook", "bake", "paint", "draw", "sing", "dance", "swim", "volunteer", "care", "support", "imagine", "bet", "plan", "look", "recommend", "visit", "travel", "feel", "bring", "call", "collect", "dream", "practice", "study", "listen", "hang", "help", "tend", "carry", "own", "value", "realize", "struggle", "worry", "relax", "train", "believe", "cherish", "mentor", "hike", "walk", "skate", "surf", "create", "build", "love", "bring", "start", "stop", "continue"]
+)
+
+
+def _third_person(verb: str) -> str:
+    lower = verb.lower()
+    if lower in _IRREGULAR:
+        return _IRREGULAR[lower]
+    if re.search(r"(?:s|sh|ch|x|z|o)$", lower):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", lower):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _conjugate_after(name: str) -> Callable[[re.Match[str]], str]:
+    def repl(m: re.Match[str]) -> str:
+        adverbs = m.group(1) or ""
+        verb = m.group(2)
+        if verb.lower() in _VERBS:
+            verb = _third_person(verb)
+        # "I do love it" -> "Caroline does love it": conjugate the auxiliary instead.
+        parts = adverbs.split()
+        if parts and parts[0].lower() == "do":
+            parts[0] = "does"
+            verb = m.group(2)
+        middle = (" " + " ".join(parts)) if parts else ""
+        return f"{name}{middle} {verb}"
+
+    return repl
+
+
+def _rewrite(sentence: str, speaker: str, addressee: str | None) -> str:
+    """``sentence`` said by ``speaker`` to ``addressee``, told in the third person.
+
+    Deliberately simple and gender-neutral: "I" becomes the speaker's name,
+    "my" becomes "<Name>'s", "you" the addressee's name, "we" becomes "they".
+    """
+    s = f" {sentence} "
+    poss = f"{speaker}'s"
+    rules: list[tuple[str, str | Callable[[re.Match[str]], str]]] = [
+        (r"\bI'm\b|\bIm\b|\bI am\b", f"{speaker} is"),
+        (r"\bI've\b|\bI have\b", f"{speaker} has"),
+        (r"\bI'd\b", f"{speaker} would"),
+        (r"\bI'll\b", f"{speaker} will"),
+        (r"\bI don't\b|\bI do not\b", f"{speaker} doesn't"),
+        (rf"\bI((?:\s+(?:{_ADVERBS}))*)\s+([a-zA-Z]+)\b", _conjugate_after(speaker)),
+        (r"\bI\b", speaker),
+        (r"(?i)\bmyself\b", "themself"),
+        (r"(?i)\bmy\b", poss),
+        (r"(?i)\bmine\b", poss),
+        (r"(?i)\bme\b", speaker),
+        (r"(?i)\bwe're\b|\bwe are\b", "they are"),
+        (r"(?i)\bwe've\b", "they have"),
+        (r"(?i)\bwe'll\b", "they will"),
+        (r"(?i)\bwe'd\b", "they would"),
+        (r"(?i)\bwe\b", "they"),
+        (r"(?i)\bourselves\b", "themselves"),
+        (r"(?i)\bours\b", "theirs"),
+        (r"(?i)\bour\b", "their"),
+        (r"(?i)\bus\b", "them"),
+    ]
+    if addressee:
+        other = f"{addressee}'s"
+        rules += [
+            (r"(?i)\byou guys\b|\by'all\b", "they"),
+            (r"(?i)\byou're\b|\byou are\b", f"{addressee} is"),
+            (r"(?i)\byou were\b", f"{addressee} was"),
+            (r"(?i)\byou've\b|\byou have\b", f"{addressee} has"),
+            (r"(?i)\byou'll\b", f"{addressee} will"),
+            (r"(?i)\byou'd\b", f"{addressee} would"),
+            (r"(?i)\byou don't\b", f"{addressee} doesn't"),
+            (r"(?i)\byourself\b", "themself"),
+            (r"(?i)\byours\b", other),
+            (r"(?i)\byour\b", other),
+            (rf"(?i)\byou((?:\s+(?:{_ADVERBS}))*)\s+([a-zA-Z]+)\b", _conjugate_after(addressee)),
+            (r"(?i)\byou\b", addressee),
+        ]
+    for pattern, repl in rules:
+        s = re.sub(pattern, repl, s)
+    # "Caroline's's" can arise from "my own's"-like input; and capitalise the start.
+    s = s.replace("'s's", "'s").strip()
+    return s[:1].upper() + s[1:] if s else s
+
+
+# ---------------------------------------------------------------- sentences
+
+
+@dataclass(slots=True)
+class SummarySentence:
+    """One candidate sentence: the rewritten text plus what ranking needs."""
+
+    text: str
+    speaker: str
+    order: int  # position in the input; output follows it
+    terms: dict[str, float] = field(default_factory=dict)  # term -> tf-idf weight
+    score: float = 0.0
+    words: int = 0
+    candidate: bool = True  # False: kept for the graph only (questions, small talk)
+    source: str = ""  # the sentence as said, before the rewrite
+    weight: float = 1.0  # prior from the sentence's form (see _disclosure)
+
+
+def _speaker_of(msg: Message) -> str:
+    if msg.author_name:
+        return msg.author_name.strip()
+    if msg.name:
+        return msg.name.strip()
+    return {"user": "The user", "assistant": "The assistant", "system": "The system"}.get(
+        msg.role, msg.role.title()
+    )
+
+
+def _name_forms(speakers: Sequence[str], texts: Sequence[str]) -> frozenset[str]:
+    """Speaker names plus the short forms used for them ("Mel" for Melanie)."""
+    full = {s.lower() for s in speakers}
+    firsts = {s.split()[0].lower() for s in speakers if s.split()}
+    forms = set(full) | firsts
+    for text in texts:
+        for word in tokenize_words(text):
+            lw = word.lower()
+            if word[:1].isupper() and len(lw) >= 3 and any(
+                f.startswith(lw) and f != lw for f in firsts
+            ):
+                forms.add(lw)
+    return frozenset(forms)
+
+
+_FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|we|our|us|we're|we've)\b")
+_SECOND_PERSON_RE = re.compile(r"(?i)\b(?:you|your|you're|you've|yours)\b")
+_CONTENT_MIN = 2
+
+
+def _content_terms(text: str, names: frozenset[str]) -> list[str]:
+    out: list[str] = []
+    for word in tokenize_words(text):
+        lw = word.lower()
+        if lw in STOPWORDS or lw in GENERIC_WORDS or lw in names or len(lw) < 3:
+            continue
+        out.append(normalize_term(lw))
+    return out
+
+
+@dataclass(slots=True)
+class _Prepared:
+    sentences: list[SummarySentence]
+    speakers: list[str]
+    names: frozenset[str]
+    input_words: int
+
+
+def _prepare(messages: Sequence[Message], *, third_person: bool, captions: bool) -> _Prepared:
+    visible = [m for m in messages if m.role in ("user", "assistant") and not m.hidden]
+    speakers = list(dict.fromkeys(_speaker_of(m) for m in visible))
+    texts = [m.content for m in visible]
+    names = _name_forms(speakers, texts)
+    people = _People(names)
+    sentences: list[SummarySentence] = []
+    input_words = 0
+    previous_speaker: str | None = None
+    for i, msg in enumerate(visible):
+        speaker = _speaker_of(msg)
+        # In a dialogue "you" is whoever spoke last before this speaker; with
+        # exactly two speakers that is simply the other one.
+        if len(speakers) == 2:
+            addressee: str | None = speakers[1] if speaker == speakers[0] else speakers[0]
+        else:
+            addressee = previous_speaker if previous_speaker != speaker else None
+        text = clean_text(msg.content)
+        input_words += len(text.split())
+        for j, raw in enumerate(split_sentences(text)):
+            stripped = _strip_vocatives(raw, people)
+            if not stripped:
+                continue
+            terms = _content_terms(stripped, names)
+            question = stripped.rstrip().endswith("?")
+            rewritten = _rewrite(stripped, speaker, addressee) if third_person else stripped
+            if rewritten and rewritten[-1] not in ".!?":
+                rewritten += "."
+            sentences.append(
+                SummarySentence(
+                    text=rewritten,
+                    speaker=speaker,
+                    order=i * 1000 + j,
+                    terms={t: 1.0 for t in terms},
+                    words=len(rewritten.split()),
+                    candidate=not question and len(terms) >= _CONTENT_MIN,
+                    source=stripped,
+                    weight=_disclosure(stripped),
+                )
+            )
+        caption = msg.metadata.get("image_caption") if captions else None
+        if isinstance(caption, str) and caption.strip():
+            cap = clean_text(caption).rstrip(".")
+            if not cap.lower().startswith(("a photo", "an image", "a picture", "photo")):
+                cap = f"a photo of {cap}"
+            text_c = f"{speaker} shared {cap}."
+            terms = _content_terms(cap, names)
+            sentences.append(
+                SummarySentence(
+                    text=text_c,
+                    speaker=speaker,
+                    order=i * 1000 + 999,
+                    terms={t: 1.0 for t in terms},
+                    words=len(text_c.split()),
+                    candidate=len(terms) >= _CONTENT_MIN,
+                    source=cap,
+                    weight=0.8,
+                )
+            )
+        if speaker != previous_speaker:
+            previous_speaker = speaker
+    return _Prepared(sentences, speakers, names, input_words)
+
+
+def _disclosure(raw: str) -> float:
+    """How much a sentence tells about its speaker: "I went ..." beats "You're so sweet"."""
+    first = bool(_FIRST_PERSON_RE.search(raw))
+    second = bool(_SECOND_PERSON_RE.search(raw))
+    if first:
+        return 1.25
+    if second:
+        return 0.8
+    return 1.0
+
+
+# ------------------------------------------------------------------ ranking
+
+
+def _tfidf(sentences: list[SummarySentence]) -> None:
+    df: dict[str, int] = {}
+    for s in sentences:
+        for t in s.terms:
+            df[t] = df.get(t, 0) + 1
+    n = len(sentences)
+    for s in sentences:
+        weights = {t: (1.0 + math.log((n + 1) / (df[t] + 0.5))) for t in s.terms}
+        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+        s.terms = {t: w / norm for t, w in weights.items()}
+
+
+def _similarity(a: dict[str, float], b: dict[str, float]) -> float:
+    if len(a) > len(b):
+        a, b = b, a
+    return sum(w * b[t] for t, w in a.items() if t in b)
+
+
+def _textrank(sentences: list[SummarySentence]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    n = len(sentences)
+    if n == 0:
+        return np.zeros(0)
+    vocab: dict[str, int] = {}
+    for s in sentences:
+        for t in s.terms:
+            vocab.setdefault(t, len(vocab))
+    mat = np.zeros((n, max(len(vocab), 1)))
+    for i, s in enumerate(sentences):
+        for t, w in s.terms.items():
+            mat[i, vocab[t]] = w
+    sim = mat @ mat.T
+    np.fill_diagonal(sim, 0.0)
+    sim[sim < 0.05] = 0.0
+    rows = sim.sum(axis=1, keepdims=True)
+    trans = np.divide(sim, rows, out=np.full_like(sim, 1.0 / n), where=rows > 0)
+    rank = np.full(n, 1.0 / n)
+    damping = 0.85
+    for _ in range(50):
+        new = (1 - damping) / n + damping * (trans.T @ rank)
+        if float(np.abs(new - rank).sum()) < 1e-9:
+            rank = new
+            break
+        rank = new
+    result: np.ndarray[Any, np.dtype[np.float64]] = rank * n  # mean 1
+    return result
+
+
+def _keyphrase_weights(sentences: list[SummarySentence]) -> dict[tuple[str, ...], float]:
+    scored = score_keyphrases([s.source or s.text for s in sentences])[:20]
+    if not scored:
+        return {}
+    top = scored[0][1]
+    out: dict[tuple[str, ...], float] = {}
+    for surface, score in scored:
+        key = tuple(normalize_term(w) for w in tokenize_words(surface))
+        out[key] = score / top
+    return out
+
+
+def _rank(prepared: _Prepared) -> list[SummarySentence]:
+    sentences = prepared.sentences
+    graph = [s for s in sentences if s.terms]
+    if not graph:
+        return []
+    kp = _keyphrase_weights(graph)
+    # Term lists are order-preserving, so the keyphrase match below is stable.
+    term_lists = {id(s): list(s.terms) for s in graph}
+    _tfidf(graph)
+    central = _textrank(graph)
+    total = len(graph)
+    for idx, s in enumerate(graph):
+        terms = term_lists[id(s)]
+        coverage = 0.0
+        for key, weight in kp.items():
+            n = len(key)
+            if any(tuple(terms[k : k + n]) == key for k in range(len(terms) - n + 1)):
+                coverage += weight
+        n_content = len(terms)
+        length = min(1.0, n_content / 6.0) * (1.0 if s.words <= 40 else 40.0 / s.words)
+        position = 1.0 + 0.15 * (1.0 - idx / total)
+        s.score = (
+            (0.6 * float(central[idx]) + 0.4 * min(coverage, 3.0))
+            * s.weight
+            * length
+            * position
+        )
+    return graph
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def fit_to_budget(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """``text`` cut at a word boundary so that it counts at most ``max_tokens``."""
+    if max_tokens <= 0:
+        return ""
+    if counter.count(text) <= max_tokens:
+        return text
+    words = text.split()
+    lo, hi = 0, len(words)
+    # Binary search on the number of words; token counts grow with words.
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if counter.count(" ".join(words[:mid]) + "…") <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        return ""
+    return " ".join(words[:lo]) + "…"
+
+
+def _header(messages: Sequence[Message], speakers: Sequence[str]) -> str:
+    if len(speakers) < 2:
+        return ""
+    names = ", ".join(speakers[:-1]) + f" and {speakers[-1]}"
+    first = min((m.created_at for m in messages), default=None)
+    if first is None or first.year <= 1970:
+        return f"{names} talked."
+    hour = first.hour % 12 or 12
+    when = f"{first.day} {first.strftime('%B')} {first.year} at {hour}:{first.minute:02d} "
+    when += "am" if first.hour < 12 else "pm"
+    return f"{names} talked on {when}."
+
+
+# -------------------------------------------------------------- extractive
+
+
+@dataclass(slots=True)
+class ExtractiveSummarizer:
+    """Deterministic, offline summaries built from the conversation's own sentences.
+
+    ``target_words`` fixes the length; by default it grows gently with the
+    input (about 110 words for a 500-word session, at most ``max_words``).
+    ``max_tokens`` passed to :meth:`summarize` caps the length further.
+    """
+
+    target_words: int | None = None
+    min_words: int = 60
+    max_words: int = 180
+    words_per_input_word: float = 0.1
+    base_words: int = 60
+    diversity: float = 0.3  # MMR: weight of the redundancy penalty
+    duplicate_threshold: float = 0.6  # a sentence this similar to a chosen one is skipped
+    header: bool = True
+    third_person: bool = True
+    captions: bool = True
+    counter: TokenCounter | None = None
+
+    def _counter(self) -> TokenCounter:
+        if self.counter is None:
+            self.counter = _default_counter()
+        return self.counter
+
+    def length_for(self, input_words: int) -> int:
+        if self.target_words is not None:
+            return self.target_words
+        want = self.base_words + self.words_per_input_word * input_words
+        return int(max(self.min_words, min(self.max_words, round(want))))
+
+    def rank(self, messages: Sequence[Message]) -> list[SummarySentence]:
+        """Every sentence worth summarizing with its salience score, in input order."""
+        prepared = _prepare(messages, third_person=self.third_person, captions=self.captions)
+        return [s for s in _rank(prepared) if s.candidate]
+
+    def select(
+        self,
+        ranked: Sequence[SummarySentence],
+        *,
+        max_words: int,
+        max_tokens: int | None = None,
+        prefix: str = "",
+    ) -> list[SummarySentence]:
+        """Maximal-marginal-relevance choice of sentences within the limits, in input order."""
+        chosen: list[SummarySentence] = []
+        words = len(prefix.split())
+        counts: dict[str, int] = {}
+        speakers = list(dict.fromkeys(s.speaker for s in ranked))
+        pool = sorted(ranked, key=lambda s: (-s.score, s.order))
+        top = pool[0].score if pool and pool[0].score > 0 else 1.0
+        while pool:
+            best: SummarySentence | None = None
+            best_value = -math.inf
+            for s in pool:
+                redundancy = max((_similarity(s.terms, c.terms) for c in chosen), default=0.0)
+                if redundancy >= self.duplicate_threshold:
+                    continue
+                # Keep both sides heard: a speaker already ahead by two gets a nudge down.
+                lead = counts.get(s.speaker, 0) - min((counts.get(p, 0) for p in speakers), default=0)
+                balance = 1.0 - 0.1 * max(0, lead - 1)
+                value = (1 - self.diversity) * (s.score / top) * balance - self.diversity * redundancy
+                if value > best_value:
+                    best, best_value = s, value
+            if best is None:
+                break
+            pool.remove(best)
+            if words + best.words > max_words * 1.1 and chosen:
+                continue
+            if max_tokens is not None:
+                trial = _join(prefix, sorted([*chosen, best], key=lambda c: c.order))
+                if self._counter().count(trial) > max_tokens:
+                    continue
+            chosen.append(best)
+            counts[best.speaker] = counts.get(best.speaker, 0) + 1
+            words += best.words
+            if words >= max_words:
+                break
+        return sorted(chosen, key=lambda c: c.order)
+
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        previous_summary: str | None = None,
+    ) -> str:
+        _check_budget(max_tokens)
+        if previous_summary:
+            budget = max_tokens if max_tokens is not None else self._rolling_default(messages)
+            rolling = RollingSummary(max_tokens=budget, summarizer=self)
+            return rolling.update(messages, previous_summary=previous_summary)
+        if max_tokens == 0:
+            return ""
+        prepared = _prepare(messages, third_person=self.third_person, captions=self.captions)
+        ranked = [s for s in _rank(prepared) if s.candidate]
+        header = _header(messages, prepared.speakers) if self.header else ""
+        if header and max_tokens is not None and self._counter().count(header) > max_tokens // 3:
+            header = ""  # a tiny budget is better spent on content
+        target = self.length_for(prepared.input_words)
+        chosen = self.select(ranked, max_words=target, max_tokens=max_tokens, prefix=header)
+        text = _join(header, chosen)
+        if max_tokens is not None:
+            if not chosen and ranked:
+                # Not even the best sentence fits: send it cut rather than nothing.
+                best = max(ranked, key=lambda s: (s.score, -s.order))
+                text = _join(header, [best])
+            text = fit_to_budget(text, max_tokens, self._counter())
+        return text
+
+    def _rolling_default(self, messages: Sequence[Message]) -> int:
+        words = self.max_words
+        return max(64, int(words * 1.4))
+
+
+def _join(prefix: str, sentences: Sequence[SummarySentence]) -> str:
+    parts = [prefix] if prefix else []
+    parts.extend(s.text for s in sentences)
+    return " ".join(parts)
+
+
+# ----------------------------------------------------------------- rolling
+
+
+@dataclass(slots=True)
+class _Kept:
+    sentence: SummarySentence
+    salience: float  # 0..1 within its block, raised when later blocks return to it
+    block: int
+
+
+@dataclass(slots=True)
+class RollingSummary:
+    """A summary that is updated block by block and never exceeds ``max_tokens``.
+
+    Each :meth:`update` ranks only the new messages, merges their best
+    sentences into the kept ones and, while over budget, drops the sentence
+    with the lowest priority: salience minus an age penalty, so the oldest
+    of the least salient go first and a salient early fact survives. The
+    state lives in the object; given a ``previous_summary`` it did not write
+    (e.g. loaded from storage), it starts from that text's sentences.
+    """
+
+    max_tokens: int
+    summarizer: ExtractiveSummarizer = field(default_factory=ExtractiveSummarizer)
+    age_weight: float = 0.35  # how much an old sentence loses against a new one
+    block_share: float = 0.5  # at most this share of the budget for one new block
+    reinforce: float = 0.15  # salience gained when a new block revisits a kept sentence
+    _kept: list[_Kept] = field(default_factory=list)
+    _blocks: int = 0
+    _text: str = ""
+
+    def __post_init__(self) -> None:
+        _check_budget(self.max_tokens)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    def update(self, messages: Sequence[Message], previous_summary: str | None = None) -> str:
+        """Merge ``messages`` into the summary; returns the new summary text."""
+        if previous_summary is not None and previous_summary.strip() != self._text:
+            self._seed(previous_summary)
+        counter = self.summarizer._counter()
+        block = self._blocks
+        self._blocks += 1
+        ranked = self.summarizer.rank(messages)
+        if ranked:
+            share = max(1, int(self.max_tokens * self.block_share))
+            # The delta: the block's own best sentences, about as many as a
+            # share of the budget holds (words ~ 0.75 tokens in English).
+            words = max(12, int(share * 0.75))
+            words = min(words, self.summarizer.length_for(sum(s.words for s in ranked)))
+            new = self.summarizer.select(ranked, max_words=words, max_tokens=share)
+            top = max((s.score for s in new), default=1.0) or 1.0
+            for s in new:
+                twin = self._twin(s)
+                if twin is not None:
+                    # Said again: keep the old wording, count it as more salient.
+                    twin.salience = min(1.5, twin.salience + self.reinforce)
+                    continue
+                s.order = block * 1_000_000 + s.order % 1_000_000
+                self._kept.append(_Kept(s, 0.35 + 0.65 * (s.score / top), block))
+            self._reinforce(ranked, block)
+        self._evict(counter)
+        return self._text
+
+    # -- internals
+
+    def _seed(self, summary: str) -> None:
+        sentences = [s for s in split_sentences(clean_text(summary)) if s]
+        self._kept = []
+        if not sentences:
+            self._blocks = 0
+            self._text = ""
+            return
+        prepared = [
+            SummarySentence(
+                text=s,
+                speaker="",
+                order=i,
+                terms={t: 1.0 for t in _content_terms(s, frozenset())},
+                words=len(s.split()),
+            )
+            for i, s in enumerate(sentences)
+        ]
+        graph = [p for p in prepared if p.terms]
+        _tfidf(graph)
+        central = _textrank(graph) if graph else np.zeros(0)
+        top = float(central.max()) if len(central) else 1.0
+        scores = {id(p): float(c) / top for p, c in zip(graph, central, strict=True)}
+        n = len(prepared)
+        for i, p in enumerate(prepared):
+            # Earlier sentences of a stored summary are treated as older.
+            self._kept.append(_Kept(p, 0.35 + 0.65 * scores.get(id(p), 0.0), -(n - i)))
+        self._blocks = 0
+        self._text = " ".join(p.text for p in prepared)
+
+    def _twin(self, s: SummarySentence) -> _Kept | None:
+        threshold = self.summarizer.duplicate_threshold
+        for kept in self._kept:
+            if _similarity(s.terms, kept.sentence.terms) >= threshold:
+                return kept
+        return None
+
+    def _reinforce(self, ranked: Sequence[SummarySentence], block: int) -> None:
+        block_terms: dict[str, float] = {}
+        for s in ranked:
+            for t in s.terms:
+                block_terms[t] = block_terms.get(t, 0.0) + 1.0
+        for kept in self._kept:
+            if kept.block >= block or not kept.sentence.terms:
+                continue
+            hits = sum(1 for t in kept.sentence.terms if block_terms.get(t, 0.0) >= 2)
+            if hits >= 2:
+                kept.salience = min(1.5, kept.salience + self.reinforce * hits / 4)
+
+    def _priority(self, kept: _Kept) -> float:
+        span = max(self._blocks - 1, 1)
+        age = (self._blocks - 1 - kept.block) / span
+        return kept.salience - self.age_weight * min(age, 1.0)
+
+    def _evict(self, counter: TokenCounter) -> None:
+        self._kept.sort(key=lambda k: (k.block, k.sentence.order))
+        text = " ".join(k.sentence.text for k in self._kept)
+        while self._kept and counter.count(text) > self.max_tokens:
+            victim = min(self._kept, key=lambda k: (self._priority(k), k.block, k.sentence.order))
+            self._kept.remove(victim)
+            text = " ".join(k.sentence.text for k in self._kept)
+        if not self._kept:
+            text = ""
+        self._text = fit_to_budget(text, self.max_tokens, counter)
+
+
+# --------------------------------------------------------------------- LLM
+
+_SYSTEM_PROMPT = (
+    "You summarize conversations. Write one concise paragraph in the third person that "
+    "names the speakers (for example: 'Alice told Bob that she moved to Berlin.'). Keep "
+    "concrete facts: names, dates, places, numbers, plans, decisions and open questions. "
+    "Leave out greetings and small talk. Reply with the summary only."
+)
+
+
+class _RetryableStatus(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+@dataclass(slots=True)
+class LLMSummarizer:
+    """Summaries from an OpenAI-compatible chat-completions endpoint, fail-open.
+
+    ``base_url`` is the API root (``http://127.0.0.1:8000/v1``); the request
+    goes to ``{base_url}/chat/completions``. The key is read from the
+    environment variable named by ``api_key_env`` (no header when unset, as
+    local servers need none). Transport errors, 429 and 5xx are retried with
+    backoff; when every try fails the ``fallback`` summarizer answers and a
+    warning is logged, so a summary is always produced.
+    """
+
+    base_url: str
+    model: str
+    api_key_env: str | None = "OPENAI_API_KEY"
+    timeout: float = 30.0
+    max_attempts: int = 3
+    backoff_seconds: float = 0.5
+    temperature: float = 0.0
+    fallback: Summarizer = field(default_factory=ExtractiveSummarizer)
+    counter: TokenCounter | None = None
+    client: httpx.Client | None = None
+
+    def _counter(self) -> TokenCounter:
+        if self.counter is None:
+            self.counter = _default_counter()
+        return self.counter
+
+    def _payload(
+        self, messages: Sequence[Message], max_tokens: int | None, previous_summary: str | None
+    ) -> dict[str, Any]:
+        lines: list[str] = []
+        for m in messages:
+            if m.role not in ("user", "assistant") or m.hidden or not m.content.strip():
+                continue
+            lines.append(f"{_speaker_of(m)}: {m.content.strip()}")
+        when = min((m.created_at for m in messages), default=None)
+        user = ""
+        if previous_summary:
+            user += (
+                "Summary so far:\n" + previous_summary.strip() + "\n\nUpdate it with the new "
+                "messages below; keep earlier facts that still matter.\n\n"
+            )
+        if when is not None:
+            user += f"Conversation on {when.strftime('%d %B %Y, %H:%M')} UTC:\n"
+        user += "\n".join(lines)
+        if max_tokens is not None:
+            user += f"\n\nUse at most {max(1, int(max_tokens * 0.85))} tokens."
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "temperature": self.temperature,
+            "messages": [
+                {"role": "system", "content": _SYSTEM_PROMPT},
+                {"role": "user", "content": user},
+            ],
+        }
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        return payload
+
+    def _request(self, payload: dict[str, Any]) -> str:
+        import httpx
+        from tenacity import (
+            retry,
+            retry_if_exception_type,
+            stop_after_attempt,
+            wait_exponential,
+        )
+
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        url = self.base_url.rstrip("/") + "/chat/completions"
+
+        @retry(
+            retry=retry_if_exception_type((httpx.TransportError, _RetryableStatus)),
+            stop=stop_after_attempt(max(1, self.max_attempts)),
+            wait=wait_exponential(multiplier=self.backoff_seconds, max=8.0),
+            reraise=True,
+        )
+        def call() -> str:
+            if self.client is not None:
+                response = self.client.post(url, json=payload, headers=headers, timeout=self.timeout)
+            else:
+                response = httpx.post(url, json=payload, headers=headers, timeout=self.timeout)
+            if response.status_code == 429 or response.status_code >= 500:
+                raise _RetryableStatus(response.status_code)
+            response.raise_for_status()
+            data = response.json()
+            content = data["choices"][0]["message"]["content"]
+            if not isinstance(content, str) or not content.strip():
+                raise ValueError("the endpoint returned an empty summary")
+            return content.strip()
+
+        return call()
+
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        previous_summary: str | None = None,
+    ) -> str:
+        _check_budget(max_tokens)
+        if max_tokens == 0:
+            return ""
+        try:
+            text = self._request(self._payload(messages, max_tokens, previous_summary))
+        except Exception as exc:  # fail-open: any failure means "use the offline summary"
+            log.warning(
+                "LLM summarizer at %s failed (%s: %s); using the extractive summary instead",
+                self.base_url, type(exc).__name__, exc,
+            )
+            return self.fallback.summarize(
+                messages, max_tokens=max_tokens, previous_summary=previous_summary
+            )
+        text = _SPACE_RE.sub(" ", text)
+        if max_tokens is not None:
+            text = _fit_sentences(text, max_tokens, self._counter())
+        return text
+
+
+def _fit_sentences(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """Whole sentences while they fit; a cut sentence only if the first one is too long."""
+    if counter.count(text) <= max_tokens:
+        return text
+    kept: list[str] = []
+    for sentence in split_sentences(text):
+        if counter.count(" ".join([*kept, sentence])) > max_tokens:
+            break
+        kept.append(sentence)
+    return " ".join(kept) if kept else fit_to_budget(text, max_tokens, counter)

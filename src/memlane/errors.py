@@ -1,0 +1,78 @@
+"""One exception tree for memlane.
+
+Every error the library raises is a ``MemlaneError``. Errors caused by the
+caller's input also subclass ``ValueError`` so generic handlers keep working.
+The CLI maps each class to an exit code and the server to an HTTP status, each
+in one place (``cli/exit_codes.py``, ``server/errors.py``).
+"""
+
+from __future__ import annotations
+
+
+class MemlaneError(Exception):
+    """Base class of everything memlane raises on purpose."""
+
+
+class InvalidInputError(MemlaneError, ValueError):
+    """The caller passed something memlane cannot store or use; nothing was written."""
+
+
+class SessionNotFoundError(MemlaneError, LookupError):
+    """A session id that does not exist (and auto-create is off)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} does not exist; create it with create_session() "
+            "or enable auto_create_sessions"
+        )
+        self.session_id = session_id
+
+
+class NotFoundError(MemlaneError, LookupError):
+    """Some other named record (message, note, key) does not exist."""
+
+
+class ConflictError(MemlaneError):
+    """The request conflicts with stored data (e.g. a session id already taken)."""
+
+
+class CorruptRecordError(MemlaneError):
+    """A stored row could not be decoded. Names the table and row so it can be repaired."""
+
+    def __init__(self, table: str, row_id: object, reason: str) -> None:
+        super().__init__(f"corrupted row in {table} (id={row_id!r}): {reason}")
+        self.table = table
+        self.row_id = row_id
+
+
+class StorageError(MemlaneError):
+    """The storage backend failed (disk full, locked for too long, connection lost)."""
+
+
+class EmbedderError(StorageError):
+    """The embedding backend failed (endpoint unreachable, bad reply, model file unusable).
+
+    A StorageError so every handler of backend failures also covers embedding backends.
+    """
+
+
+class EmbedderMismatchError(MemlaneError):
+    """The database's vectors were made by another embedding model or dimension."""
+
+
+class ConfigError(MemlaneError, ValueError):
+    """A setting in the config file or environment is invalid."""
+
+
+class MissingExtraError(MemlaneError, ImportError):
+    """An optional dependency is not installed; the message names the pip extra."""
+
+    def __init__(self, feature: str, extra: str) -> None:
+        super().__init__(
+            f"{feature} needs an optional dependency: pip install 'memlane[{extra}]'"
+        )
+        self.extra = extra
+
+
+class PermissionDeniedError(MemlaneError):
+    """The actor may not do this (e.g. a non-Anchor issuing a memory command)."""

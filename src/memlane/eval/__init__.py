@@ -1,0 +1,1 @@
+"""Offline evaluations of memlane against public benchmarks (LoCoMo)."""

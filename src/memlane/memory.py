@@ -1,0 +1,530 @@
+"""Memory: the one object an agent talks to.
+
+It validates input once, appends to the store in one transaction per call,
+and tells observers (the embedder queue, the state tracker, the summarizer)
+about new messages *after* the write is durable, so derived work can never
+lose or block an acknowledged message. Method names follow the seed projects
+(see docs/api-mapping.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memlane import transfer
+from memlane.config import Settings, load_settings
+from memlane.context.window import Window, recent_window
+from memlane.errors import (
+    ConflictError,
+    CorruptRecordError,
+    InvalidInputError,
+    NotFoundError,
+    SessionNotFoundError,
+    StorageError,
+)
+from memlane.models import (
+    TURN_FIELDS,
+    Message,
+    MessageFilter,
+    SearchHit,
+    Session,
+    SessionFilter,
+    Turn,
+    check_json,
+    message_from_input,
+    utcnow,
+)
+from memlane.store import Store, TurnRecord, open_store
+from memlane.text import snippet
+from memlane.tokens import TokenCounter, get_counter
+
+log = logging.getLogger(__name__)
+
+MessageInput = Message | Mapping[str, Any]
+#: Called after messages are durably stored: (session, stored messages).
+Observer = Callable[[Session, list[Message]], None]
+
+
+class Memory:
+    """Conversation memory on a store (SQLite by default)."""
+
+    def __init__(
+        self,
+        path: str | Path | Store | None = None,
+        *,
+        settings: Settings | None = None,
+        **overrides: Any,
+    ) -> None:
+        self.settings = settings or load_settings(**overrides)
+        if settings is not None and overrides:
+            self.settings = self.settings.model_copy(update=overrides)
+        if path is None:
+            path = self.settings.storage_url()
+        if isinstance(path, str | Path):
+            options: dict[str, Any] = {}
+            text = str(path)
+            if not text.startswith(("postgres", "memory://")) and text != ":memory:":
+                options["durability"] = self.settings.durability
+            self.store: Store = open_store(path, **options)
+        else:
+            self.store = path
+        self.counter: TokenCounter = get_counter(self.settings.token_model)
+        self._observers: list[Observer] = []
+        self._closers: list[Callable[[], None]] = []
+        self._pending: deque[tuple[str, list[Message], TurnRecord | None]] = deque()
+        self._pending_lock = threading.Lock()
+        self.extensions: dict[str, Any] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------ construction
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> Memory:
+        """Open memory on ``sqlite:///path``, ``memory://`` or ``postgresql://...``."""
+        return cls(url, **overrides)
+
+    @classmethod
+    def in_memory(cls, **overrides: Any) -> Memory:
+        """A throwaway memory for development and tests."""
+        return cls("memory://", **overrides)
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for closer in reversed(self._closers):
+            try:
+                closer()
+            except Exception:  # one failing component must not keep the store open
+                log.exception("error while closing a memlane component")
+        self.store.close()
+
+    def add_observer(self, observer: Observer, *, on_close: Callable[[], None] | None = None) -> None:
+        """Subscribe to durable appends (used by indexing, state and summaries)."""
+        self._observers.append(observer)
+        if on_close is not None:
+            self._closers.append(on_close)
+
+    def add_closer(self, closer: Callable[[], None]) -> None:
+        self._closers.append(closer)
+
+    # ------------------------------------------------------------ sessions
+
+    def create_session(
+        self,
+        system_prompt: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        title: str | None = None,
+        session_id: str | None = None,
+        tenant_id: str = "default",
+    ) -> str:
+        """Create a session and return its id (a UUID unless you pass your own key)."""
+        if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
+            raise InvalidInputError("session_id must be a non-empty string")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise InvalidInputError("system_prompt must be a string")
+        session = Session(
+            id=session_id or str(uuid.uuid4()),
+            user_id=user_id,
+            agent_id=agent_id,
+            tenant_id=tenant_id,
+            title=title,
+            system_prompt=system_prompt,
+            metadata=check_json(metadata, "metadata"),
+        )
+        self.store.create_session(session)
+        return session.id
+
+    def get_session(self, session_id: str) -> Session:
+        session = self.store.get_session(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        return session
+
+    def ensure_session(self, session_id: str, **fields: Any) -> Session:
+        """The session, created on first use when auto_create_sessions is on (the seeds' policy)."""
+        session = self.store.get_session(session_id)
+        if session is not None:
+            return session
+        if not self.settings.auto_create_sessions:
+            raise SessionNotFoundError(session_id)
+        with contextlib.suppress(ConflictError):  # another process created it first
+            self.create_session(session_id=session_id, **fields)
+        return self.get_session(session_id)
+
+    def load_session(self, session_id: str, *, include_hidden: bool = False) -> list[Message]:
+        """The whole visible history of a session, oldest first."""
+        self.get_session(session_id)
+        return list(self.store.iter_messages(session_id, include_hidden=include_hidden))
+
+    def list_sessions(self, limit: int = 10, offset: int = 0, **filters: Any) -> list[Session]:
+        """Most recently active first. Filters: user_id, agent_id, tenant_id, status, metadata."""
+        if limit < 1:
+            raise InvalidInputError("limit must be at least 1")
+        try:
+            flt = SessionFilter(**filters)
+        except TypeError as exc:
+            raise InvalidInputError(
+                f"unknown session filter: {exc}; use user_id, agent_id, tenant_id, status, "
+                "metadata, active_since, inactive_before"
+            ) from exc
+        return self.store.list_sessions(flt, limit=limit, offset=offset)
+
+    def update_session(self, session_id: str, **changes: Any) -> Session:
+        if "metadata" in changes:
+            changes["metadata"] = check_json(changes["metadata"], "metadata")
+        return self.store.update_session(session_id, **changes)
+
+    def end_session(self, session_id: str) -> bool:
+        """Mark a session ended; its history stays searchable."""
+        if self.store.get_session(session_id) is None:
+            return False
+        self.store.update_session(session_id, status="ended")
+        return True
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session and everything derived from it."""
+        self._notify_forget(session_id, None)
+        return self.store.delete_session(session_id)
+
+    def clear_session(self, session_id: str) -> int:
+        """Hide the history from context (the seeds' /clear); it stays in the database."""
+        self.get_session(session_id)
+        return self.store.hide_messages(session_id)
+
+    def prune_old_sessions(self, days: int = 30) -> int:
+        """Delete sessions inactive for more than ``days``; returns how many."""
+        if days < 0:
+            raise InvalidInputError("days must be >= 0")
+        cutoff = utcnow() - timedelta(days=days)
+        deleted = 0
+        for sid in self.store.sessions_inactive_before(cutoff):
+            deleted += int(self.delete_session(sid))
+        return deleted
+
+    # ------------------------------------------------------------ writing
+
+    def _prepare(self, session_id: str, raw: MessageInput, **defaults: Any) -> Message:
+        msg = message_from_input(raw, max_chars=self.settings.max_message_chars)
+        for key, value in defaults.items():
+            if value is not None and getattr(msg, key) in (None, "", {}):
+                setattr(msg, key, value)
+        if msg.role == "tool" and msg.tool_call_id and not self.store.find_tool_call(
+            session_id, msg.tool_call_id
+        ):
+            raise InvalidInputError(
+                f"tool result {msg.tool_call_id!r} has no matching call: save the assistant "
+                "message whose tool_calls contain this id first"
+            )
+        msg.session_id = session_id
+        msg.token_count = self.counter.count_message(msg)
+        return msg
+
+    def _append(
+        self, session: Session, messages: list[Message], turn: TurnRecord | None
+    ) -> list[Message]:
+        self._retry_pending()
+        try:
+            stored = self.store.append(session.id, messages, turn)
+        except StorageError:
+            if self.settings.on_storage_error != "log":
+                raise
+            log.exception(
+                "storage failed; keeping %d message(s) in memory and retrying later",
+                len(messages),
+            )
+            with self._pending_lock:
+                self._pending.append((session.id, messages, turn))
+            return messages
+        self._notify(session, stored)
+        return stored
+
+    def _retry_pending(self) -> None:
+        while self._pending:
+            with self._pending_lock:
+                if not self._pending:
+                    return
+                sid, msgs, turn = self._pending[0]
+            try:
+                stored = self.store.append(sid, msgs, turn)
+            except StorageError:
+                return  # still failing; keep them for the next write
+            with self._pending_lock:
+                self._pending.popleft()
+            session = self.store.get_session(sid)
+            if session is not None:
+                self._notify(session, stored)
+
+    @property
+    def pending_writes(self) -> int:
+        """Messages accepted while storage was failing (fail-open mode), not yet stored."""
+        return sum(len(m) for _, m, _ in self._pending)
+
+    def _notify(self, session: Session, stored: list[Message]) -> None:
+        for observer in self._observers:
+            try:
+                observer(session, stored)
+            except Exception:  # derived work must never fail an acknowledged write
+                log.exception("memlane observer %r failed", observer)
+
+    def _notify_forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
+        for hook in self.extensions.get("forget_hooks", []):
+            try:
+                hook(session_id, message_ids)
+            except Exception:
+                log.exception("forget hook %r failed", hook)
+
+    def save_message(self, session_id: str, message: MessageInput) -> Message:
+        """Append one message (an OpenAI chat dict or a Message); returns it with its id."""
+        session = self.ensure_session(session_id)
+        msg = self._prepare(session.id, message)
+        return self._append(session, [msg], None)[0]
+
+    def add(
+        self,
+        session_id: str,
+        content: str | MessageInput,
+        role: str = "user",
+        **fields: Any,
+    ) -> Message:
+        """Shorthand: ``mem.add(sid, "hello")`` or ``mem.add(sid, {...})``."""
+        if isinstance(content, str):
+            return self.save_message(session_id, {"role": role, "content": content, **fields})
+        return self.save_message(session_id, content)
+
+    def add_messages(self, session_id: str, messages: Iterable[MessageInput]) -> list[Message]:
+        """Append several messages in one transaction (all or nothing)."""
+        session = self.ensure_session(session_id)
+        prepared: list[Message] = []
+        known_calls: set[str] = set()
+        for raw in messages:
+            msg = message_from_input(raw, max_chars=self.settings.max_message_chars)
+            if msg.role == "tool" and msg.tool_call_id not in known_calls:
+                msg = self._prepare(session.id, msg)
+            else:
+                msg.session_id = session.id
+                msg.token_count = self.counter.count_message(msg)
+            known_calls.update(c["id"] for c in msg.tool_calls or ())
+            prepared.append(msg)
+        if not prepared:
+            return []
+        return self._append(session, prepared, None)
+
+    def store_interaction(
+        self,
+        query: str,
+        response: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        author_id: str | None = None,
+        author_name: str | None = None,
+        created_at: datetime | None = None,
+    ) -> str:
+        """Store a user query and the assistant's response as one turn; returns the turn id.
+
+        Per-turn fields (intent, action_name, job_refs, model_used, confidence_score,
+        processing_time, resolved_query, context_used) may be given in ``metadata``; they
+        are kept in their own columns, the rest stays in the turn's metadata.
+        """
+        meta = check_json(metadata, "metadata")
+        if session_id is None:
+            session_id = self.active_session_for(user_id)
+        session = self.ensure_session(session_id, user_id=user_id)
+        turn_id = str(uuid.uuid4())
+        fields = {k: meta.pop(k) for k in TURN_FIELDS if k in meta}
+        job_refs = fields.get("job_refs") or []
+        if not isinstance(job_refs, list) or not all(isinstance(j, str) for j in job_refs):
+            raise InvalidInputError("job_refs must be a list of strings")
+        for key in ("confidence_score", "processing_time"):
+            value = fields.get(key)
+            if value is not None and not isinstance(value, int | float):
+                raise InvalidInputError(f"{key} must be a number")
+        when = created_at or utcnow()
+        user = self._prepare(
+            session.id,
+            {"role": "user", "content": query, "author_id": author_id or user_id,
+             "author_name": author_name, "turn_id": turn_id, "created_at": when},
+        )
+        assistant = self._prepare(
+            session.id,
+            {"role": "assistant", "content": response, "turn_id": turn_id, "created_at": when},
+        )
+        record = TurnRecord(
+            turn_id=turn_id,
+            intent=fields.get("intent"),
+            action_name=fields.get("action_name"),
+            job_refs=tuple(job_refs),
+            model_used=fields.get("model_used"),
+            confidence_score=fields.get("confidence_score"),
+            processing_time=fields.get("processing_time"),
+            resolved_query=fields.get("resolved_query"),
+            context_used=fields.get("context_used"),
+            metadata=meta,
+        )
+        self._append(session, [user, assistant], record)
+        return turn_id
+
+    def active_session_for(self, user_id: str | None) -> str:
+        """The user's most recently active open session, or a new one (auto-create)."""
+        found = self.store.list_sessions(SessionFilter(user_id=user_id, status="active"), limit=1)
+        if found:
+            return found[0].id
+        return self.create_session(user_id=user_id)
+
+    def mark_important(
+        self, message_id: int, *, importance: float = 1.0, pinned: bool | None = True
+    ) -> Message:
+        return self.store.update_message(message_id, importance=importance, pinned=pinned)
+
+    def forget_messages(self, message_ids: Sequence[int]) -> int:
+        """Delete messages and everything derived from them."""
+        msgs = self.store.get_messages(message_ids)
+        for sid in {m.session_id for m in msgs}:
+            self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
+        return self.store.delete_messages(message_ids)
+
+    # ------------------------------------------------------------ reading
+
+    def window(
+        self,
+        session_id: str,
+        max_tokens: int | None = None,
+        *,
+        model: str | None = None,
+        include_system_prompt: bool = True,
+    ) -> Window:
+        """The newest messages that fit ``max_tokens``, with the system prompt first."""
+        budget = max_tokens if max_tokens is not None else self.settings.max_history_tokens
+        if budget < 1:
+            raise InvalidInputError("max_tokens must be at least 1")
+        session = self.get_session(session_id)
+        counter = get_counter(model) if model else self.counter
+        system: Message | None = None
+        reserved = 0
+        if include_system_prompt and session.system_prompt:
+            system = Message(role="system", content=session.system_prompt, session_id=session.id)
+            reserved = counter.count_message(system)
+            if reserved >= budget:
+                system = system.with_(content=counter.truncate(session.system_prompt, budget // 2))
+                reserved = counter.count_message(system)
+        try:
+            win = recent_window(
+                self.store, session.id, budget, counter, reserved=reserved,
+                use_cache=counter is self.counter,
+            )
+        except CorruptRecordError:
+            if self.settings.on_storage_error == "raise":
+                raise
+            log.exception("corrupted history in session %s; continuing without it", session.id)
+            win = Window()
+        if system is not None:
+            win.messages.insert(0, system)
+        return win
+
+    def get_recent_messages(
+        self, session_id: str, max_tokens: int | None = None, *, model: str | None = None
+    ) -> list[Message]:
+        """Newest messages that fit ``max_tokens`` (token-exact), oldest first."""
+        return self.window(session_id, max_tokens, model=model).messages
+
+    def get_conversation_context(self, session_id: str, limit: int = 5) -> list[dict[str, Any]]:
+        """The last ``limit`` turns as dicts (seed 004's shape: query, response, fields)."""
+        self.get_session(session_id)
+        return [t.to_dict() for t in self.store.list_turns(session_id, limit=limit)]
+
+    def list_turns(self, session_id: str, limit: int = 50) -> list[Turn]:
+        return self.store.list_turns(session_id, limit=limit)
+
+    def get_message(self, message_id: int) -> Message:
+        found = self.store.get_messages([message_id])
+        if not found:
+            raise NotFoundError(f"message {message_id} does not exist")
+        return found[0]
+
+    # ------------------------------------------------------------ search
+
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        tenant_id: str | None = None,
+        top_k: int = 10,
+        roles: Sequence[str] | None = None,
+        authors: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float | None = None,
+    ) -> list[SearchHit]:
+        """Search all past conversations. Keyword (BM25) unless a recall engine is attached."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("query must be a non-empty string")
+        if top_k < 1:
+            raise InvalidInputError("top_k must be at least 1")
+        flt = MessageFilter(
+            session_id=session_id, user_id=user_id, agent_id=agent_id, tenant_id=tenant_id,
+            roles=tuple(roles) if roles else None, authors=tuple(authors) if authors else None,
+            since=since, until=until,
+        )
+        engine = self.extensions.get("search")
+        if engine is not None:
+            hits: list[SearchHit] = engine(query, flt, top_k)
+        else:
+            hits = [
+                SearchHit(h.message, h.score, {"keyword": h.score}, snippet(h.message.content, query))
+                for h in self.store.keyword_search(query, flt, limit=top_k)
+            ]
+        if min_score is not None:
+            hits = [h for h in hits if h.score >= min_score]
+        return hits
+
+    def search_history(
+        self, query: str, session_id: str | None = None, limit: int = 10
+    ) -> list[dict[str, Any]]:
+        """Seed-compatible search: a list of dicts with the message, score and snippet."""
+        return [h.to_dict() for h in self.search(query, session_id=session_id, top_k=limit)]
+
+    # ------------------------------------------------------------ export / import
+
+    def export_session(self, session_id: str, fmt: str = "json") -> str:
+        session = self.get_session(session_id)
+        messages = list(self.store.iter_messages(session_id))
+        turns = self.store.list_turns(session_id, limit=1_000_000)
+        return transfer.export_session(session, messages, turns, fmt)
+
+    def import_sessions(self, text: str, fmt: str = "json", *, on_conflict: str = "error") -> list[str]:
+        """Import sessions exported by export_session; returns their ids."""
+        return transfer.import_sessions(self, text, fmt, on_conflict=on_conflict)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for background work (indexing) and retry writes held in fail-open mode."""
+        self._retry_pending()
+        flusher = self.extensions.get("flush")
+        if flusher is not None:
+            flusher(timeout)
+
+    def stats(self) -> dict[str, Any]:
+        out = self.store.stats()
+        out["pending_writes"] = self.pending_writes
+        return out

@@ -1,0 +1,1 @@
+"""Recall: embedding models and search over stored messages."""

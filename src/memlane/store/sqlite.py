@@ -1,0 +1,770 @@
+"""The reference store: one SQLite file in WAL mode.
+
+Why these choices:
+- WAL lets readers run while one writer appends; ``BEGIN IMMEDIATE`` takes the
+  write lock up front so two processes never deadlock upgrading a read lock.
+- ``busy_timeout`` waits for short locks inside SQLite; tenacity retries the
+  whole transaction with exponential backoff when a lock outlasts it, so
+  several processes appending to one file all succeed.
+- ``synchronous=FULL`` by default: an acknowledged message survives power loss,
+  not only a process crash. ``durability="normal"`` trades that for speed.
+- One connection guarded by a lock: the background embedder and the caller's
+  thread share it safely, and SQLite serialises writers anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+from memlane.errors import (
+    ConflictError,
+    CorruptRecordError,
+    InvalidInputError,
+    NotFoundError,
+    SessionNotFoundError,
+    StorageError,
+)
+from memlane.models import (
+    JSON,
+    SESSION_STATUSES,
+    Message,
+    MessageFilter,
+    Session,
+    SessionFilter,
+    Turn,
+    from_epoch,
+    to_epoch,
+)
+from memlane.store.base import KeywordHit, TurnRecord
+from memlane.store.sqlite_schema import MIGRATIONS
+from memlane.text import fts5_query
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_SESSION_COLS = (
+    "id, tenant_id, user_id, agent_id, title, system_prompt, metadata, status, "
+    "created_at, updated_at, last_active_at, message_count"
+)
+_MESSAGE_COLS = (
+    "id, session_id, role, content, name, tool_calls, tool_call_id, author_id, author_name, "
+    "turn_id, created_at, metadata, importance, pinned, hidden, token_count"
+)
+_UPDATABLE_SESSION_FIELDS = frozenset(
+    {"title", "system_prompt", "metadata", "status", "user_id", "agent_id", "last_active_at"}
+)
+
+
+def _is_locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc)
+    )
+
+
+def _loads(text: str | None, table: str, row_id: object, column: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise CorruptRecordError(table, row_id, f"column {column} is not valid JSON") from exc
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def row_to_session(row: Sequence[Any]) -> Session:
+    metadata = _loads(row[6], "sessions", row[0], "metadata")
+    if not isinstance(metadata, dict):
+        raise CorruptRecordError("sessions", row[0], "metadata is not a JSON object")
+    return Session(
+        id=row[0],
+        tenant_id=row[1],
+        user_id=row[2],
+        agent_id=row[3],
+        title=row[4],
+        system_prompt=row[5],
+        metadata=metadata,
+        status=row[7],
+        created_at=from_epoch(row[8]),
+        updated_at=from_epoch(row[9]),
+        last_active_at=from_epoch(row[10]),
+        message_count=int(row[11]),
+    )
+
+
+def row_to_message(row: Sequence[Any]) -> Message:
+    metadata = _loads(row[11], "messages", row[0], "metadata")
+    tool_calls = _loads(row[5], "messages", row[0], "tool_calls")
+    if not isinstance(metadata, dict) or (tool_calls is not None and not isinstance(tool_calls, list)):
+        raise CorruptRecordError("messages", row[0], "metadata/tool_calls have the wrong JSON type")
+    if not isinstance(row[3], str):
+        raise CorruptRecordError("messages", row[0], "content is not text")
+    return Message(
+        id=int(row[0]),
+        session_id=row[1],
+        role=row[2],
+        content=row[3],
+        name=row[4],
+        tool_calls=tool_calls,
+        tool_call_id=row[6],
+        author_id=row[7],
+        author_name=row[8],
+        turn_id=row[9],
+        created_at=from_epoch(row[10]),
+        metadata=metadata,
+        importance=float(row[12]),
+        pinned=bool(row[13]),
+        hidden=bool(row[14]),
+        token_count=row[15],
+    )
+
+
+class SQLiteStore:
+    """A Store on one SQLite file (or ``:memory:``)."""
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        durability: str = "full",
+        busy_timeout_ms: int = 5_000,
+        lock_retry_seconds: float = 60.0,
+    ) -> None:
+        if durability not in ("full", "normal"):
+            raise InvalidInputError("durability must be 'full' or 'normal'")
+        self.path = str(path)
+        if self.path != ":memory:":
+            p = Path(self.path).expanduser()
+            p.parent.mkdir(parents=True, exist_ok=True)
+            self.path = str(p)
+        self.url = "sqlite://" if self.path == ":memory:" else f"sqlite:///{self.path}"
+        self._lock = threading.RLock()
+        self._retry_seconds = lock_retry_seconds
+        try:
+            self._conn = sqlite3.connect(
+                self.path,
+                timeout=busy_timeout_ms / 1000,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        self._conn.execute("PRAGMA foreign_keys = ON")
+        if self.path != ":memory:":
+            self._retrying(lambda: self._conn.execute("PRAGMA journal_mode = WAL").fetchone())
+        self._conn.execute(f"PRAGMA synchronous = {durability.upper()}")
+        self._extension_hooks: list[Callable[[sqlite3.Connection], None]] = []
+        self._migrate()
+
+    # ------------------------------------------------------------ plumbing
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The raw connection, for components that add their own tables (vectors, notes)."""
+        return self._conn
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()  # the common case: no lock contention, no retry machinery
+        except sqlite3.OperationalError as exc:
+            if not _is_locked(exc):
+                raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+        retry = Retrying(
+            retry=retry_if_exception(_is_locked),
+            wait=wait_exponential_jitter(multiplier=0.01, max=1.0),
+            stop=stop_after_delay(self._retry_seconds),
+            reraise=True,
+        )
+        try:
+            return retry(fn)
+        except sqlite3.OperationalError as exc:
+            raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one IMMEDIATE transaction, retried while the file is locked."""
+
+        def attempt() -> T:
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(self._conn)
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+                return result
+
+        try:
+            return self._retrying(attempt)
+        except sqlite3.IntegrityError as exc:
+            raise ConflictError(str(exc)) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        def attempt() -> list[Any]:
+            with self._lock:
+                return self._conn.execute(sql, params).fetchall()
+
+        try:
+            return self._retrying(attempt)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            newest_known = max(MIGRATIONS)
+            if done and max(done) > newest_known:
+                raise StorageError(
+                    f"database {self.path!r} has schema version {max(done)}, newer than this "
+                    f"memlane ({newest_known}); upgrade memlane"
+                )
+            for version in sorted(MIGRATIONS):
+                if version in done:
+                    continue
+                name, sql = MIGRATIONS[version]
+                for statement in _split_sql(sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, time.time())
+                )
+
+        self.write(run)
+
+    def schema_versions(self) -> list[int]:
+        return [r[0] for r in self.read("SELECT version FROM schema_migrations ORDER BY version")]
+
+    # ------------------------------------------------------------ sessions
+
+    def create_session(self, session: Session) -> Session:
+        if session.status not in SESSION_STATUSES:
+            raise InvalidInputError(f"status must be one of {sorted(SESSION_STATUSES)}")
+
+        def run(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
+                raise ConflictError(f"session {session.id!r} already exists")
+            conn.execute(
+                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,0)",
+                (
+                    session.id, session.tenant_id, session.user_id, session.agent_id,
+                    session.title, session.system_prompt, _dumps(session.metadata),
+                    session.status, to_epoch(session.created_at), to_epoch(session.updated_at),
+                    to_epoch(session.last_active_at),
+                ),
+            )
+
+        self.write(run)
+        session.message_count = 0
+        return session
+
+    def get_session(self, session_id: str) -> Session | None:
+        rows = self.read(f"SELECT {_SESSION_COLS} FROM sessions WHERE id = ?", (session_id,))
+        return row_to_session(rows[0]) if rows else None
+
+    def update_session(self, session_id: str, **changes: Any) -> Session:
+        bad = set(changes) - _UPDATABLE_SESSION_FIELDS
+        if bad:
+            raise InvalidInputError(f"cannot update session field(s) {sorted(bad)}")
+        if "status" in changes and changes["status"] not in SESSION_STATUSES:
+            raise InvalidInputError(f"status must be one of {sorted(SESSION_STATUSES)}")
+        sets, params = ["updated_at = ?"], [time.time()]
+        for key, value in changes.items():
+            sets.append(f"{key} = ?")
+            if key == "metadata":
+                value = _dumps(value)
+            elif key == "last_active_at":
+                value = to_epoch(value)
+            params.append(value)
+
+        def run(conn: sqlite3.Connection) -> None:
+            cur = conn.execute(
+                f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", (*params, session_id)
+            )
+            if cur.rowcount == 0:
+                raise SessionNotFoundError(session_id)
+
+        self.write(run)
+        found = self.get_session(session_id)
+        assert found is not None
+        return found
+
+    def list_sessions(
+        self, flt: SessionFilter, *, limit: int = 50, offset: int = 0
+    ) -> list[Session]:
+        where, params = _session_where(flt)
+        rows = self.read(
+            f"SELECT {_SESSION_COLS} FROM sessions {where} "
+            "ORDER BY last_active_at DESC, id LIMIT ? OFFSET ?",
+            (*params, int(limit), int(offset)),
+        )
+        return [row_to_session(r) for r in rows]
+
+    def delete_session(self, session_id: str) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+        return self.write(run)
+
+    def sessions_inactive_before(self, cutoff: datetime, *, limit: int = 10_000) -> list[str]:
+        rows = self.read(
+            "SELECT id FROM sessions WHERE last_active_at < ? ORDER BY last_active_at LIMIT ?",
+            (to_epoch(cutoff), limit),
+        )
+        return [r[0] for r in rows]
+
+    # ------------------------------------------------------------ messages
+
+    def _insert_messages(
+        self, conn: sqlite3.Connection, session_id: str, messages: Sequence[Message]
+    ) -> list[Message]:
+        stored: list[Message] = []
+        for msg in messages:
+            cur = conn.execute(
+                f"INSERT INTO messages ({_MESSAGE_COLS}) "
+                "VALUES (NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    session_id, msg.role, msg.content, msg.name,
+                    _dumps(msg.tool_calls) if msg.tool_calls else None,
+                    msg.tool_call_id, msg.author_id, msg.author_name, msg.turn_id,
+                    to_epoch(msg.created_at), _dumps(msg.metadata), msg.importance,
+                    int(msg.pinned), int(msg.hidden), msg.token_count,
+                ),
+            )
+            new_id = cur.lastrowid
+            assert new_id is not None
+            for call in msg.tool_calls or ():
+                conn.execute(
+                    "INSERT OR REPLACE INTO tool_call_ids VALUES (?, ?, ?)",
+                    (session_id, call["id"], new_id),
+                )
+            stored.append(msg.with_(id=new_id, session_id=session_id))
+        return stored
+
+    @staticmethod
+    def _insert_turn(
+        conn: sqlite3.Connection, session_id: str, turn: TurnRecord, user: Message, bot: Message
+    ) -> None:
+        conn.execute(
+            "INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                turn.turn_id, session_id, user.id, bot.id, turn.intent,
+                turn.action_name, _dumps(list(turn.job_refs)), turn.model_used,
+                turn.confidence_score, turn.processing_time, turn.resolved_query,
+                None if turn.context_used is None else int(turn.context_used),
+                _dumps(turn.metadata or {}), to_epoch(user.created_at),
+            ),
+        )
+
+    def append(
+        self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None
+    ) -> list[Message]:
+        now = time.time()
+
+        def run(conn: sqlite3.Connection) -> list[Message]:
+            if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+                raise SessionNotFoundError(session_id)
+            stored = self._insert_messages(conn, session_id, messages)
+            if turn is not None:
+                self._insert_turn(conn, session_id, turn, stored[0], stored[-1])
+            # Activity follows the messages' own time, so imported history ages correctly.
+            last_at = max(to_epoch(m.created_at) for m in messages)
+            conn.execute(
+                "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
+                "last_active_at = MAX(last_active_at, ?) WHERE id = ?",
+                (len(stored), now, last_at, session_id),
+            )
+            return stored
+
+        return self.write(run)
+
+    def restore_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        turns: Sequence[tuple[TurnRecord, int, int]],
+    ) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
+                raise ConflictError(f"session {session.id!r} already exists")
+            conn.execute(
+                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    session.id, session.tenant_id, session.user_id, session.agent_id,
+                    session.title, session.system_prompt, _dumps(session.metadata),
+                    session.status, to_epoch(session.created_at), to_epoch(session.updated_at),
+                    to_epoch(session.last_active_at), len(messages),
+                ),
+            )
+            stored = self._insert_messages(conn, session.id, messages)
+            for record, ui, ai in turns:
+                self._insert_turn(conn, session.id, record, stored[ui], stored[ai])
+
+        self.write(run)
+
+    def recent_messages(
+        self,
+        session_id: str,
+        limit: int,
+        *,
+        before_id: int | None = None,
+        include_hidden: bool = False,
+    ) -> list[Message]:
+        sql = f"SELECT {_MESSAGE_COLS} FROM messages WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if before_id is not None:
+            sql += " AND id < ?"
+            params.append(before_id)
+        if not include_hidden:
+            sql += " AND hidden = 0"
+        sql += " ORDER BY id DESC LIMIT ?"
+        params.append(int(limit))
+        return [row_to_message(r) for r in self.read(sql, params)]
+
+    def iter_messages(
+        self,
+        session_id: str | None = None,
+        *,
+        after_id: int = 0,
+        batch: int = 500,
+        include_hidden: bool = True,
+    ) -> Iterator[Message]:
+        last = after_id
+        while True:
+            sql = f"SELECT {_MESSAGE_COLS} FROM messages WHERE id > ?"
+            params: list[Any] = [last]
+            if session_id is not None:
+                sql += " AND session_id = ?"
+                params.append(session_id)
+            if not include_hidden:
+                sql += " AND hidden = 0"
+            sql += " ORDER BY id LIMIT ?"
+            params.append(batch)
+            rows = self.read(sql, params)
+            if not rows:
+                return
+            for row in rows:
+                yield row_to_message(row)
+            last = rows[-1][0]
+
+    def get_messages(self, ids: Sequence[int]) -> list[Message]:
+        out: list[Message] = []
+        id_list = [int(i) for i in ids]
+        for start in range(0, len(id_list), 500):
+            chunk = id_list[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.read(f"SELECT {_MESSAGE_COLS} FROM messages WHERE id IN ({marks})", chunk)
+            out.extend(row_to_message(r) for r in rows)
+        order = {mid: i for i, mid in enumerate(id_list)}
+        out.sort(key=lambda m: order.get(m.id or 0, 0))
+        return out
+
+    def update_message(
+        self,
+        message_id: int,
+        *,
+        importance: float | None = None,
+        pinned: bool | None = None,
+        metadata: JSON | None = None,
+    ) -> Message:
+        sets: list[str] = []
+        params: list[Any] = []
+        if importance is not None:
+            if not 0.0 <= importance <= 1.0:
+                raise InvalidInputError("importance must be in 0..1")
+            sets.append("importance = ?")
+            params.append(float(importance))
+        if pinned is not None:
+            sets.append("pinned = ?")
+            params.append(int(pinned))
+        if metadata is not None:
+            sets.append("metadata = ?")
+            params.append(_dumps(metadata))
+        if sets:
+            def run(conn: sqlite3.Connection) -> int:
+                return conn.execute(
+                    f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*params, message_id)
+                ).rowcount
+
+            if self.write(run) == 0:
+                raise NotFoundError(f"message {message_id} does not exist")
+        found = self.get_messages([message_id])
+        if not found:
+            raise NotFoundError(f"message {message_id} does not exist")
+        return found[0]
+
+    def hide_messages(self, session_id: str, *, up_to_id: int | None = None) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            sql = "UPDATE messages SET hidden = 1 WHERE session_id = ? AND hidden = 0"
+            params: list[Any] = [session_id]
+            if up_to_id is not None:
+                sql += " AND id <= ?"
+                params.append(up_to_id)
+            return conn.execute(sql, params).rowcount
+
+        return self.write(run)
+
+    def delete_messages(self, ids: Sequence[int]) -> int:
+        id_list = [int(i) for i in ids]
+
+        def run(conn: sqlite3.Connection) -> int:
+            total = 0
+            for start in range(0, len(id_list), 500):
+                chunk = id_list[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                counts = conn.execute(
+                    f"SELECT session_id, COUNT(*) FROM messages WHERE id IN ({marks}) "
+                    "GROUP BY session_id",
+                    chunk,
+                ).fetchall()
+                total += conn.execute(
+                    f"DELETE FROM messages WHERE id IN ({marks})", chunk
+                ).rowcount
+                for sid, n in counts:
+                    conn.execute(
+                        "UPDATE sessions SET message_count = message_count - ? WHERE id = ?",
+                        (n, sid),
+                    )
+            return total
+
+        return self.write(run)
+
+    def count_messages(self, session_id: str | None = None) -> int:
+        if session_id is None:
+            return int(self.read("SELECT COUNT(*) FROM messages")[0][0])
+        return int(
+            self.read("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,))[0][0]
+        )
+
+    def find_tool_call(self, session_id: str, tool_call_id: str) -> bool:
+        rows = self.read(
+            "SELECT 1 FROM tool_call_ids WHERE session_id = ? AND call_id = ?",
+            (session_id, tool_call_id),
+        )
+        return bool(rows)
+
+    # ------------------------------------------------------------ turns
+
+    def list_turns(self, session_id: str, *, limit: int = 50) -> list[Turn]:
+        rows = self.read(
+            "SELECT turn_id, user_message_id, assistant_message_id, intent, action_name, "
+            "job_refs, model_used, confidence_score, processing_time, resolved_query, "
+            "context_used, metadata, created_at FROM turns WHERE session_id = ? "
+            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            (session_id, limit),
+        )
+        ids = [r[1] for r in rows] + [r[2] for r in rows]
+        by_id = {m.id: m for m in self.get_messages([i for i in ids if i is not None])}
+        turns: list[Turn] = []
+        for r in reversed(rows):
+            user, assistant = by_id.get(r[1]), by_id.get(r[2])
+            if user is None or assistant is None:
+                continue  # one side was forgotten; the turn is no longer whole
+            turns.append(
+                Turn(
+                    turn_id=r[0],
+                    session_id=session_id,
+                    user_message=user,
+                    assistant_message=assistant,
+                    intent=r[3],
+                    action_name=r[4],
+                    job_refs=list(_loads(r[5], "turns", r[0], "job_refs") or []),
+                    model_used=r[6],
+                    confidence_score=r[7],
+                    processing_time=r[8],
+                    resolved_query=r[9],
+                    context_used=None if r[10] is None else bool(r[10]),
+                    metadata=_loads(r[11], "turns", r[0], "metadata") or {},
+                    created_at=from_epoch(r[12]),
+                )
+            )
+        return turns
+
+    # ------------------------------------------------------------ keyword index
+
+    def keyword_search(
+        self, query: str, flt: MessageFilter, *, limit: int = 50
+    ) -> list[KeywordHit]:
+        match = fts5_query(query)
+        if not match:
+            return []
+        where, params = _message_where(flt)
+        sql = (
+            f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLS.split(','))}, "
+            "bm25(messages_fts) AS rank FROM messages_fts "
+            "JOIN messages m ON m.id = messages_fts.rowid "
+            "JOIN sessions s ON s.id = m.session_id "
+            f"WHERE messages_fts MATCH ? {where} ORDER BY rank LIMIT ?"
+        )
+        rows = self.read(sql, (match, *params, int(limit)))
+        return [KeywordHit(row_to_message(r[:16]), -float(r[16])) for r in rows]
+
+    def rebuild_keyword_index(self) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+            return int(conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+
+        return self.write(run)
+
+    # ------------------------------------------------------------ derived
+
+    def put_derived(self, session_id: str, kind: str, value: JSON) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO derived VALUES (?, ?, ?, ?) ON CONFLICT(session_id, kind) "
+                "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                (session_id, kind, _dumps(value), time.time()),
+            )
+
+        try:
+            self.write(run)
+        except ConflictError as exc:  # FK violation: the session is gone
+            raise SessionNotFoundError(session_id) from exc
+
+    def get_derived(self, session_id: str, kind: str) -> JSON | None:
+        rows = self.read(
+            "SELECT value FROM derived WHERE session_id = ? AND kind = ?", (session_id, kind)
+        )
+        if not rows:
+            return None
+        value = _loads(rows[0][0], "derived", f"{session_id}/{kind}", "value")
+        return value if isinstance(value, dict) else None
+
+    def delete_derived(self, session_id: str, kind: str | None = None) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            if kind is None:
+                return conn.execute(
+                    "DELETE FROM derived WHERE session_id = ?", (session_id,)
+                ).rowcount
+            return conn.execute(
+                "DELETE FROM derived WHERE session_id = ? AND kind = ?", (session_id, kind)
+            ).rowcount
+
+        return self.write(run)
+
+    # ------------------------------------------------------------ housekeeping
+
+    def stats(self) -> dict[str, Any]:
+        row = self.read(
+            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages), "
+            "(SELECT COALESCE(SUM(token_count), 0) FROM messages), (SELECT COUNT(*) FROM turns)"
+        )[0]
+        size = 0
+        if self.path != ":memory:":
+            for suffix in ("", "-wal"):
+                p = Path(self.path + suffix)
+                if p.exists():
+                    size += p.stat().st_size
+        return {
+            "backend": "sqlite",
+            "url": self.url,
+            "sessions": row[0],
+            "messages": row[1],
+            "tokens": row[2],
+            "turns": row[3],
+            "bytes": size,
+            "schema_version": max(self.schema_versions()),
+        }
+
+    def integrity_check(self) -> str:
+        return str(self.read("PRAGMA integrity_check")[0][0])
+
+    def close(self) -> None:
+        # closing twice or after a failure is harmless
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
+
+
+def _session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for col in ("user_id", "agent_id", "tenant_id", "status"):
+        value = getattr(flt, col)
+        if value is not None:
+            clauses.append(f"{col} = ?")
+            params.append(value)
+    for key, value in flt.metadata.items():
+        clauses.append("json_extract(metadata, ?) = ?")
+        params.extend([f"$.{key}", value])
+    if flt.active_since is not None:
+        clauses.append("last_active_at >= ?")
+        params.append(to_epoch(flt.active_since))
+    if flt.inactive_before is not None:
+        clauses.append("last_active_at < ?")
+        params.append(to_epoch(flt.inactive_before))
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _message_where(flt: MessageFilter) -> tuple[str, list[Any]]:
+    """Extra AND-clauses on messages m joined with sessions s."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if flt.session_id is not None:
+        clauses.append("m.session_id = ?")
+        params.append(flt.session_id)
+    for col in ("user_id", "agent_id", "tenant_id"):
+        value = getattr(flt, col)
+        if value is not None:
+            clauses.append(f"s.{col} = ?")
+            params.append(value)
+    if flt.roles:
+        clauses.append(f"m.role IN ({','.join('?' * len(flt.roles))})")
+        params.extend(flt.roles)
+    if flt.authors:
+        marks = ",".join("?" * len(flt.authors))
+        clauses.append(f"(m.author_id IN ({marks}) OR m.author_name IN ({marks}))")
+        params.extend([*flt.authors, *flt.authors])
+    if flt.since is not None:
+        clauses.append("m.created_at >= ?")
+        params.append(to_epoch(flt.since))
+    if flt.until is not None:
+        clauses.append("m.created_at <= ?")
+        params.append(to_epoch(flt.until))
+    if not flt.include_hidden:
+        clauses.append("m.hidden = 0")
+    return ("AND " + " AND ".join(clauses) if clauses else ""), params
+

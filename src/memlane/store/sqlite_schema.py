@@ -1,0 +1,107 @@
+"""Append-only, numbered migrations of the SQLite store.
+
+Never edit a migration that has shipped: add a new one at the end. Each is
+applied once, in its own transaction, and recorded in ``schema_migrations``.
+Numbers are reserved by area so parallel work does not collide:
+1 log, 2 vectors (recall), 3 context/state, 4 notes/rooms, 5 server keys, 6+ later.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: dict[int, tuple[str, str]] = {
+    1: (
+        "conversation log",
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL DEFAULT 'default',
+            user_id TEXT,
+            agent_id TEXT,
+            title TEXT,
+            system_prompt TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            status TEXT NOT NULL DEFAULT 'active',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            last_active_at REAL NOT NULL,
+            message_count INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX sessions_by_tenant_user ON sessions(tenant_id, user_id, last_active_at);
+        CREATE INDEX sessions_by_activity ON sessions(last_active_at);
+
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+            content TEXT NOT NULL,
+            name TEXT,
+            tool_calls TEXT,
+            tool_call_id TEXT,
+            author_id TEXT,
+            author_name TEXT,
+            turn_id TEXT,
+            created_at REAL NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            importance REAL NOT NULL DEFAULT 0,
+            pinned INTEGER NOT NULL DEFAULT 0,
+            hidden INTEGER NOT NULL DEFAULT 0,
+            token_count INTEGER
+        );
+        -- "newest N of a session" walks this index backwards; it never reads the history.
+        CREATE INDEX messages_by_session ON messages(session_id, id);
+        CREATE INDEX messages_by_time ON messages(created_at);
+        CREATE INDEX messages_by_tool_call ON messages(session_id, tool_call_id)
+            WHERE tool_call_id IS NOT NULL;
+
+        CREATE TABLE tool_call_ids (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            call_id TEXT NOT NULL,
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            PRIMARY KEY (session_id, call_id)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE turns (
+            turn_id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            user_message_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+            assistant_message_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+            intent TEXT,
+            action_name TEXT,
+            job_refs TEXT NOT NULL DEFAULT '[]',
+            model_used TEXT,
+            confidence_score REAL,
+            processing_time REAL,
+            resolved_query TEXT,
+            context_used INTEGER,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX turns_by_session ON turns(session_id, created_at);
+
+        CREATE TABLE derived (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (session_id, kind)
+        );
+
+        CREATE VIRTUAL TABLE messages_fts USING fts5(
+            content, content='messages', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+        END;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        """,
+    ),
+}

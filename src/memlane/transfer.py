@@ -1,0 +1,299 @@
+"""Export and import of sessions as JSON, JSONL or Markdown.
+
+JSON and JSONL carry every field and round-trip exactly: exporting an
+imported session gives the same document. Markdown is for people; it keeps
+roles, authors, times and text, and imports back as a new session.
+Storage ids are not exported (they belong to one database); turns point at
+their messages by position instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memlane.errors import ConflictError, InvalidInputError
+from memlane.models import (
+    JSON,
+    SESSION_STATUSES,
+    Message,
+    Session,
+    Turn,
+    check_json,
+    message_from_input,
+    utcnow,
+)
+from memlane.store.base import TurnRecord
+
+if TYPE_CHECKING:
+    from memlane.memory import Memory
+
+FORMAT = "memlane.session/1"
+FORMATS = ("json", "jsonl", "markdown")
+_SESSION_KEYS = (
+    "id", "tenant_id", "user_id", "agent_id", "title", "system_prompt", "metadata", "status",
+    "created_at", "updated_at", "last_active_at",
+)
+_MESSAGE_SKIP = {"id", "session_id", "token_count"}
+_TURN_KEYS = (
+    "turn_id", "intent", "action_name", "job_refs", "model_used", "confidence_score",
+    "processing_time", "resolved_query", "context_used", "metadata",
+)
+
+
+def _check_format(fmt: str) -> str:
+    fmt = fmt.lower()
+    if fmt == "md":
+        fmt = "markdown"
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+def session_document(session: Session, messages: Sequence[Message], turns: Sequence[Turn]) -> JSON:
+    position = {m.id: i for i, m in enumerate(messages)}
+    session_dict = session.to_dict()
+    out_turns = []
+    for t in turns:
+        entry: JSON = {k: getattr(t, k) for k in _TURN_KEYS}
+        entry["user_index"] = position.get(t.user_message.id)
+        entry["assistant_index"] = position.get(t.assistant_message.id)
+        out_turns.append(entry)
+    return {
+        "format": FORMAT,
+        "session": {k: session_dict[k] for k in _SESSION_KEYS},
+        "messages": [
+            {k: v for k, v in m.to_dict().items() if k not in _MESSAGE_SKIP} for m in messages
+        ],
+        "turns": out_turns,
+    }
+
+
+def export_session(
+    session: Session, messages: Sequence[Message], turns: Sequence[Turn], fmt: str
+) -> str:
+    fmt = _check_format(fmt)
+    doc = session_document(session, messages, turns)
+    if fmt == "json":
+        return json.dumps(doc, ensure_ascii=False, indent=2)
+    if fmt == "jsonl":
+        lines = [json.dumps({"type": "session", "format": FORMAT, **doc["session"]}, ensure_ascii=False)]
+        lines += [json.dumps({"type": "message", **m}, ensure_ascii=False) for m in doc["messages"]]
+        lines += [json.dumps({"type": "turn", **t}, ensure_ascii=False) for t in doc["turns"]]
+        return "\n".join(lines) + "\n"
+    return _markdown(session, messages)
+
+
+def _markdown(session: Session, messages: Sequence[Message]) -> str:
+    out = [f"# {session.title or 'Session ' + session.id}", ""]
+    out.append(f"- session: `{session.id}`")
+    if session.user_id:
+        out.append(f"- user: `{session.user_id}`")
+    out.append(f"- created: {session.created_at.isoformat()}")
+    if session.system_prompt:
+        out += ["", "> " + session.system_prompt.replace("\n", "\n> ")]
+    for m in messages:
+        who = m.role
+        if m.author_name or m.author_id:
+            who += f" · {m.author_name or ''}" + (f" <{m.author_id}>" if m.author_id else "")
+        out += ["", f"### {who} · {m.created_at.isoformat()}", ""]
+        out.append(m.content)
+        if m.tool_calls:
+            out += ["", "```json", json.dumps(m.tool_calls, ensure_ascii=False), "```"]
+    return "\n".join(out) + "\n"
+
+
+_MD_HEADING = re.compile(r"^### (system|user|assistant|tool)(?: · (.*?))? · (\S+)$")
+_MD_AUTHOR = re.compile(r"^(.*?)(?: <(.+)>)?$")
+
+
+def _parse_markdown(text: str) -> JSON:
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("# "):
+        raise InvalidInputError("a Markdown export starts with a '# title' line")
+    title = lines[0][2:].strip()
+    messages: list[JSON] = []
+    system: list[str] = []
+    current: JSON | None = None
+    body: list[str] = []
+
+    def close() -> None:
+        if current is not None:
+            content = "\n".join(body).strip("\n")
+            fence = re.search(r"\n*```json\n(.*)\n```$", content, re.S)
+            if fence and current["role"] == "assistant":
+                current["tool_calls"] = json.loads(fence.group(1))
+                content = content[: fence.start()]
+            current["content"] = content
+            messages.append(current)
+
+    for line in lines[1:]:
+        match = _MD_HEADING.match(line)
+        if match:
+            close()
+            body = []
+            current = {"role": match.group(1), "created_at": match.group(3)}
+            if match.group(2):
+                author = _MD_AUTHOR.match(match.group(2))
+                assert author is not None
+                current["author_name"] = author.group(1) or None
+                current["author_id"] = author.group(2)
+        elif current is None:
+            if line.startswith("> "):
+                system.append(line[2:])
+        else:
+            body.append(line)
+    close()
+    return {
+        "session": {"title": title, "system_prompt": "\n".join(system) or None},
+        "messages": messages,
+        "turns": [],
+    }
+
+
+def _documents(text: str, fmt: str) -> Iterator[JSON]:
+    if fmt == "markdown":
+        yield _parse_markdown(text)
+        return
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidInputError(f"not valid JSON: {exc}") from exc
+        docs = data if isinstance(data, list) else [data]
+        for doc in docs:
+            if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+                raise InvalidInputError(f"not a memlane session export (expected format {FORMAT!r})")
+            yield doc
+        return
+    current: JSON | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise InvalidInputError(f"line {number} is not valid JSON: {exc}") from exc
+        kind = item.pop("type", None) if isinstance(item, dict) else None
+        if kind == "session":
+            if current is not None:
+                yield current
+            item.pop("format", None)
+            current = {"session": item, "messages": [], "turns": []}
+        elif kind in ("message", "turn") and current is not None:
+            current["messages" if kind == "message" else "turns"].append(item)
+        else:
+            raise InvalidInputError(
+                f"line {number}: expected a session line first, then message/turn lines"
+            )
+    if current is not None:
+        yield current
+
+
+def import_sessions(mem: Memory, text: str, fmt: str, *, on_conflict: str = "error") -> list[str]:
+    """Validate every document fully before writing anything, then restore each session."""
+    fmt = _check_format(fmt)
+    if on_conflict not in ("error", "skip", "replace", "new"):
+        raise InvalidInputError("on_conflict must be error, skip, replace or new")
+    plans: list[tuple[Session, list[Message], list[tuple[TurnRecord, int, int]]]] = []
+    for doc in _documents(text, fmt):
+        plans.append(_plan(mem, doc, fresh_id=fmt == "markdown" or on_conflict == "new"))
+    ids: list[str] = []
+    for session, messages, turns in plans:
+        if mem.store.get_session(session.id) is not None:
+            if on_conflict == "skip":
+                continue
+            if on_conflict == "replace":
+                mem.delete_session(session.id)
+            else:
+                raise ConflictError(
+                    f"session {session.id!r} already exists; import with on_conflict="
+                    "'skip', 'replace' or 'new'"
+                )
+        mem.store.restore_session(session, messages, turns)
+        stored = mem.store.get_session(session.id)
+        if stored is not None and messages:
+            mem._notify(stored, list(mem.store.iter_messages(session.id)))
+        ids.append(session.id)
+    return ids
+
+
+def _plan(
+    mem: Memory, doc: JSON, *, fresh_id: bool
+) -> tuple[Session, list[Message], list[tuple[TurnRecord, int, int]]]:
+    import uuid
+
+    raw = doc.get("session")
+    if not isinstance(raw, dict):
+        raise InvalidInputError("export has no 'session' object")
+    status = raw.get("status") or "active"
+    if status not in SESSION_STATUSES:
+        raise InvalidInputError(f"session status {status!r} is not one of {sorted(SESSION_STATUSES)}")
+    session_id = str(uuid.uuid4()) if fresh_id or not raw.get("id") else str(raw["id"])
+    times: dict[str, datetime] = {}
+    for key in ("created_at", "updated_at", "last_active_at"):
+        if raw.get(key):
+            try:
+                times[key] = datetime.fromisoformat(str(raw[key]))
+            except ValueError as exc:
+                raise InvalidInputError(f"session {key} {raw[key]!r} is not ISO-8601") from exc
+    session = Session(
+        id=session_id,
+        created_at=times.get("created_at") or utcnow(),
+        updated_at=times.get("updated_at") or utcnow(),
+        last_active_at=times.get("last_active_at") or utcnow(),
+        tenant_id=str(raw.get("tenant_id") or "default"),
+        user_id=raw.get("user_id"),
+        agent_id=raw.get("agent_id"),
+        title=raw.get("title"),
+        system_prompt=raw.get("system_prompt"),
+        metadata=check_json(raw.get("metadata"), "session metadata"),
+        status=status,
+    )
+    messages: list[Message] = []
+    calls: set[str] = set()
+    for i, item in enumerate(doc.get("messages") or []):
+        if not isinstance(item, dict):
+            raise InvalidInputError(f"message {i} is not an object")
+        extra = {k: item[k] for k in ("hidden",) if k in item}
+        fields: dict[str, Any] = {k: v for k, v in item.items() if k != "hidden"}
+        try:
+            msg = message_from_input(fields, max_chars=mem.settings.max_message_chars)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"message {i}: {exc}") from exc
+        if msg.role == "tool" and msg.tool_call_id not in calls:
+            raise InvalidInputError(f"message {i}: tool result without a matching call")
+        calls.update(c["id"] for c in msg.tool_calls or ())
+        msg.hidden = bool(extra.get("hidden", False))
+        msg.session_id = session_id
+        msg.token_count = mem.counter.count_message(msg)
+        messages.append(msg)
+    turns: list[tuple[TurnRecord, int, int]] = []
+    for j, item in enumerate(doc.get("turns") or []):
+        ui, ai = item.get("user_index"), item.get("assistant_index")
+        if not isinstance(ui, int) or not isinstance(ai, int) or not (
+            0 <= ui < len(messages) and 0 <= ai < len(messages)
+        ):
+            raise InvalidInputError(f"turn {j} points at messages that are not in the export")
+        turns.append(
+            (
+                TurnRecord(
+                    turn_id=str(item.get("turn_id") or uuid.uuid4()),
+                    intent=item.get("intent"),
+                    action_name=item.get("action_name"),
+                    job_refs=tuple(item.get("job_refs") or ()),
+                    model_used=item.get("model_used"),
+                    confidence_score=item.get("confidence_score"),
+                    processing_time=item.get("processing_time"),
+                    resolved_query=item.get("resolved_query"),
+                    context_used=item.get("context_used"),
+                    metadata=check_json(item.get("metadata"), f"turn {j} metadata"),
+                ),
+                ui,
+                ai,
+            )
+        )
+    return session, messages, turns
