@@ -83,6 +83,9 @@ class Memory:
         self._pending_lock = threading.Lock()
         self.extensions: dict[str, Any] = {}
         self._closed = False
+        from memlane.components import attach_all
+
+        attach_all(self)
 
     # ------------------------------------------------------------ construction
 
