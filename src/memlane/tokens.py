@@ -58,7 +58,9 @@ O200K_BASE = "o200k_base"
 HEURISTIC = "heuristic"
 #: Exact encodings this module can build offline.
 ENCODINGS: tuple[str, ...] = (CL100K_BASE, O200K_BASE)
-_CHOICES = f"{CL100K_BASE!r}, {O200K_BASE!r} or {HEURISTIC!r} (or an OpenAI model name such as 'gpt-4o')"
+_CHOICES = (
+    f"{CL100K_BASE!r}, {O200K_BASE!r} or {HEURISTIC!r} (or an OpenAI model name such as 'gpt-4o')"
+)
 
 #: Cookbook constants (``num_tokens_from_messages``).
 TOKENS_PER_MESSAGE = 3
