@@ -104,4 +104,21 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END;
         """,
     ),
+    5: (
+        "server api keys",
+        """
+        -- One row per API key of the REST/MCP server. Only a SHA-256 of the key's secret
+        -- is stored: a leaked database file must not hand out working keys.
+        CREATE TABLE api_keys (
+            id TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL,
+            name TEXT,
+            key_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            revoked_at REAL,
+            last_used_at REAL
+        );
+        CREATE INDEX api_keys_by_tenant ON api_keys(tenant_id);
+        """,
+    ),
 }
