@@ -96,7 +96,7 @@ def _markdown(session: Session, messages: Sequence[Message]) -> str:
     if session.system_prompt:
         out += ["", "> " + session.system_prompt.replace("\n", "\n> ")]
     for m in messages:
-        who = m.role
+        who = m.role + (f" [{m.tool_call_id}]" if m.tool_call_id else "")
         if m.author_name or m.author_id:
             who += f" · {m.author_name or ''}" + (f" <{m.author_id}>" if m.author_id else "")
         out += ["", f"### {who} · {m.created_at.isoformat()}", ""]
@@ -106,7 +106,7 @@ def _markdown(session: Session, messages: Sequence[Message]) -> str:
     return "\n".join(out) + "\n"
 
 
-_MD_HEADING = re.compile(r"^### (system|user|assistant|tool)(?: · (.*?))? · (\S+)$")
+_MD_HEADING = re.compile(r"^### (system|user|assistant|tool)(?: \[(.+?)\])?(?: · (.*?))? · (\S+)$")
 _MD_AUTHOR = re.compile(r"^(.*?)(?: <(.+)>)?$")
 
 
@@ -135,9 +135,11 @@ def _parse_markdown(text: str) -> JSON:
         if match:
             close()
             body = []
-            current = {"role": match.group(1), "created_at": match.group(3)}
+            current = {"role": match.group(1), "created_at": match.group(4)}
             if match.group(2):
-                author = _MD_AUTHOR.match(match.group(2))
+                current["tool_call_id"] = match.group(2)
+            if match.group(3):
+                author = _MD_AUTHOR.match(match.group(3))
                 assert author is not None
                 current["author_name"] = author.group(1) or None
                 current["author_id"] = author.group(2)

@@ -1,0 +1,27 @@
+"""A writer process for the durability tests: appends forever, logging acknowledged adds.
+
+Usage: python tests/_writer.py DB ACK_FILE SESSION [COUNT]
+Each line of ACK_FILE is written only after Memory.add returned.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from memlane import Memory
+
+
+def main() -> None:
+    db, ack_path, session = sys.argv[1], sys.argv[2], sys.argv[3]
+    count = int(sys.argv[4]) if len(sys.argv) > 4 else 10**9
+    with Memory(db, embedder="none") as mem, open(ack_path, "a", buffering=1) as ack:
+        mem.ensure_session(session)
+        for i in range(count):
+            msg = mem.add(session, f"{session} pid {os.getpid()} message {i}")
+            ack.write(f"{msg.id}\t{msg.content}\n")
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
