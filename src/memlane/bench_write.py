@@ -78,18 +78,38 @@ def run_write_bench(
             )
         )
         raw_insert = _raw_insert(raw_store.connection, "raw")
+        # A second baseline without the keyword-index trigger: the bare cost of the row.
+        plain = sqlite3.connect(Path(tmp) / "plain.db", isolation_level=None)
+        plain.execute("PRAGMA journal_mode = WAL")
+        plain.execute(f"PRAGMA synchronous = {durability.upper()}")
+        plain.execute(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, message_count INTEGER DEFAULT 0, "
+            "updated_at REAL, last_active_at REAL)"
+        )
+        plain.execute(
+            "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, role TEXT, "
+            "content TEXT, created_at REAL, metadata TEXT, token_count INTEGER)"
+        )
+        plain.execute("CREATE INDEX m_s ON messages(session_id, id)")
+        plain.execute("INSERT INTO sessions (id) VALUES ('raw')")
+        plain_insert = _raw_insert(plain, "raw")
         sid = ours.create_session(session_id="bench", system_prompt="You are helpful.")
         say(f"timing {adds} adds, interleaved with raw sqlite3 inserts")
         mine: list[float] = []
         base: list[float] = []
+        bare: list[float] = []
         for _ in range(adds):
             t0 = time.perf_counter()
             ours.save_message(sid, {"role": "user", "content": _TEXT})
             t1 = time.perf_counter()
             raw_insert()
             t2 = time.perf_counter()
+            plain_insert()
+            t3 = time.perf_counter()
             mine.append(t1 - t0)
             base.append(t2 - t1)
+            bare.append(t3 - t2)
+        plain.close()
         say(f"filling a session with {history:,} messages")
         long_sid = ours.create_session(session_id="long")
         batch = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{_TEXT} #{i}"}
@@ -106,6 +126,7 @@ def run_write_bench(
         raw_store.close()
     add = _summary(mine)
     raw = _summary(base)
+    bare_raw = _summary(bare)
     return {
         "durability": durability,
         "adds": adds,
@@ -113,6 +134,8 @@ def run_write_bench(
         "raw_sqlite3_insert": raw,
         "add_p50_ratio": round(add["p50_ms"] / raw["p50_ms"], 3) if raw["p50_ms"] else None,
         "add_p95_ratio": round(add["p95_ms"] / raw["p95_ms"], 3) if raw["p95_ms"] else None,
+        "raw_sqlite3_insert_without_fts": bare_raw,
+        "add_p50_ratio_vs_without_fts": round(add["p50_ms"] / bare_raw["p50_ms"], 3) if bare_raw["p50_ms"] else None,
         "history_messages": history,
         "get_recent_messages_4096": _summary(recent),
         "window_messages": len(window),
