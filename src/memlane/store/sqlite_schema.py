@@ -104,6 +104,30 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END;
         """,
     ),
+    2: (
+        "message vectors",
+        """
+        -- Which embedder made the vectors (model_id, dimension, recipe) and a counter of
+        -- vector deletions that tells every process's in-memory matrix to reload.
+        CREATE TABLE vector_meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        -- One unit vector per message (float32 little-endian). Derived data: it cascades
+        -- with its message, so forget/delete never leaves a vector behind, whichever
+        -- connection deletes. seq orders writes so readers can load only what is new.
+        CREATE TABLE message_vectors (
+            message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            embedding BLOB NOT NULL
+        );
+        CREATE INDEX message_vectors_by_seq ON message_vectors(seq);
+        CREATE TRIGGER message_vectors_deleted AFTER DELETE ON message_vectors BEGIN
+            INSERT INTO vector_meta(key, value) VALUES ('deletions', '1')
+                ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1;
+        END;
+        """,
+    ),
     5: (
         "server api keys",
         """
