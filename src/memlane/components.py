@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 # Order matters: later parts may use what earlier ones registered.
 COMPONENTS: list[str] = [
+    "memlane.search.recall:attach",
 ]
 
 

@@ -508,6 +508,22 @@ class Memory:
         """Seed-compatible search: a list of dicts with the message, score and snippet."""
         return [h.to_dict() for h in self.search(query, session_id=session_id, top_k=limit)]
 
+    def get_relevant_context(
+        self,
+        query: str,
+        max_tokens: int = 2048,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        **options: Any,
+    ) -> list[Message]:
+        """Best past messages for ``query`` that fit ``max_tokens`` (token-exact), each
+        prefixed with its date and speaker, de-duplicated. See memlane.search.recall."""
+        from memlane.search.recall import relevant_context
+
+        return relevant_context(
+            self, query, max_tokens, session_id=session_id, user_id=user_id, **options
+        )
+
     # ------------------------------------------------------------ export / import
 
     def export_session(self, session_id: str, fmt: str = "json") -> str:

@@ -1,0 +1,182 @@
+"""Background embedding: the write path never waits for the model.
+
+Memory tells the :class:`Indexer` about messages after they are durable; one worker thread
+embeds them in batches and stores the vectors. Nothing here can lose a message: the log is
+written first, and whatever was stored but not embedded (a crash, a full queue, a failing
+embedding endpoint) is found again by the backlog scan (``VectorIndex.missing_ids``) when
+the indexer starts and after an embedding failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from memlane.models import Message, Session
+from memlane.search.documents import documents_for
+from memlane.search.embedders import Embedder
+from memlane.search.vectors import EMBEDDED_ROLES, VectorIndex
+from memlane.store import Store
+
+log = logging.getLogger(__name__)
+
+#: Batches of this size keep the ONNX model busy without making flush() wait long.
+DEFAULT_BATCH = 48
+#: Beyond this many queued messages new ones are left to the backlog scan instead, so a
+#: burst of writes cannot grow memory without bound.
+MAX_QUEUE = 100_000
+
+
+class Indexer:
+    """One worker thread that embeds queued messages and backlog in batches."""
+
+    def __init__(
+        self,
+        store: Store,
+        index: VectorIndex,
+        embedder: Embedder,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        retry_seconds: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.retry_seconds = retry_seconds
+        self._queue: deque[Message] = deque()
+        self._cond = threading.Condition()
+        self._busy = False
+        self._backlog_due: float | None = 0.0  # monotonic time of the next scan; None = none due
+        self._stop = False
+        self._failures = 0
+        self.embedded = 0
+        self._thread = threading.Thread(target=self._run, name="memlane-indexer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ producer side
+
+    def observe(self, session: Session, messages: list[Message]) -> None:
+        """Memory observer: queue the new messages (returns at once)."""
+        del session
+        wanted = [
+            m for m in messages if m.id is not None and m.role in EMBEDDED_ROLES and m.content
+        ]
+        if not wanted:
+            return
+        with self._cond:
+            if len(self._queue) + len(wanted) > MAX_QUEUE:
+                self._backlog_due = self._backlog_due if self._backlog_due is not None else 0.0
+            else:
+                self._queue.extend(wanted)
+            self._cond.notify_all()
+
+    def forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
+        """Forget hook: drop queued messages that are about to be deleted."""
+        ids = set(message_ids) if message_ids is not None else None
+        with self._cond:
+            self._queue = deque(
+                m
+                for m in self._queue
+                if not (m.session_id == session_id and (ids is None or m.id in ids))
+            )
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._queue) + (1 if self._busy else 0)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued message and the backlog are embedded; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._queue or self._busy or self._backlog_due == 0.0:
+                if not self._thread.is_alive():
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left if left is not None else 0.5)
+            return True
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Embed what is queued (up to ``timeout`` seconds), then stop the thread.
+
+        What is left unembedded stays in the backlog for the next start.
+        """
+        self.flush(timeout)
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=max(1.0, timeout))
+
+    # ------------------------------------------------------------ worker side
+
+    def _next_work(self) -> tuple[list[Message], bool] | None:
+        """(messages, from_backlog) to embed next, or None to stop."""
+        with self._cond:
+            while True:
+                if self._stop:
+                    return None
+                if self._queue:
+                    take = min(self.batch_size, len(self._queue))
+                    batch = [self._queue.popleft() for _ in range(take)]
+                    self._busy = True
+                    return batch, False
+                due = self._backlog_due
+                if due is not None and time.monotonic() >= due:
+                    self._busy = True
+                    return [], True
+                wait = None if due is None else max(0.0, due - time.monotonic())
+                self._cond.wait(wait if wait is not None else 1.0)
+
+    def _run(self) -> None:
+        while True:
+            work = self._next_work()
+            if work is None:
+                return
+            batch, backlog = work
+            try:
+                if backlog:
+                    self._scan_backlog()
+                else:
+                    self._embed(batch)
+                self._failures = 0
+                failed = False
+            except Exception:  # the embedder or disk failed: retry later from the log
+                self._failures += 1
+                log.exception("memlane indexer: embedding failed; will retry from the backlog")
+                failed = True
+            with self._cond:
+                self._busy = False
+                if failed:
+                    delay = min(300.0, self.retry_seconds * 2 ** min(self._failures - 1, 6))
+                    self._backlog_due = time.monotonic() + delay
+                elif backlog:
+                    self._backlog_due = None
+                self._cond.notify_all()
+
+    def _embed(self, batch: list[Message]) -> None:
+        texts = documents_for(self.store, batch)
+        vectors = self.embedder.embed(texts)
+        self.embedded += self.index.upsert([m.id for m in batch if m.id is not None], vectors)
+
+    def _scan_backlog(self, progress: Callable[[int], None] | None = None) -> int:
+        done = 0
+        after = 0
+        while True:
+            with self._cond:
+                if self._stop:
+                    return done
+            ids = self.index.missing_ids(self.batch_size, after_id=after)
+            if not ids:
+                return done
+            batch = self.store.get_messages(ids)
+            if batch:
+                self._embed(batch)
+                done += len(batch)
+                if progress is not None:
+                    progress(len(batch))
+            after = ids[-1]

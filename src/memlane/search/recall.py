@@ -1,0 +1,168 @@
+"""Wires recall into Memory: the vector index, the background indexer and hybrid search.
+
+``attach(mem)`` (listed in ``memlane.components``) reads ``mem.settings.embedder``:
+
+* ``"minilm"`` (default), ``"hashing"``, ``"st:..."``, ``"openai:..."``, ``"ollama:..."``:
+  vectors are kept for user/assistant/system messages and search is hybrid;
+* ``"none"`` / ``"off"`` / ``""``: no vectors; search is keyword-only (BM25) with the same
+  conversation signals.
+
+It registers ``mem.extensions``: ``"search"`` (Memory.search calls it), ``"flush"``
+(Memory.flush), ``"recall"`` (the :class:`RecallEngine`, for modes and tuning),
+``"indexer"`` and a forget hook. A store provides its vector index through a
+``vector_index()`` method (the PostgreSQL store, with pgvector); the SQLite store gets a
+:class:`SQLiteVectorIndex` on its own connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memlane.errors import InvalidInputError
+from memlane.models import Message, MessageFilter, SearchHit
+from memlane.search.documents import RECIPE
+from memlane.search.embedders import Embedder, get_embedder
+from memlane.search.engine import RecallEngine
+from memlane.search.indexer import Indexer
+from memlane.search.vectors import ModelInfo, SQLiteVectorIndex, VectorIndex, check_model
+from memlane.store import Store
+
+if TYPE_CHECKING:
+    from memlane.memory import Memory
+
+log = logging.getLogger(__name__)
+
+_DISABLED = frozenset({"", "none", "off", "false", "no", "disabled"})
+
+__all__ = ["attach", "embedder_from_settings", "relevant_context", "vector_index_for"]
+
+
+def embedder_from_settings(spec: str | None) -> Embedder | None:
+    """The configured embedder, or None when vectors are switched off."""
+    if spec is not None and spec.strip().lower() in _DISABLED:
+        return None
+    return get_embedder(spec)
+
+
+def vector_index_for(store: Store) -> VectorIndex | None:
+    """The store's vector index: its own ``vector_index()`` or, for SQLite, ours."""
+    provider = getattr(store, "vector_index", None)
+    if callable(provider):
+        index = provider()
+        return index if isinstance(index, VectorIndex) else None
+    from memlane.store.sqlite import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        return SQLiteVectorIndex(store)
+    return None
+
+
+def model_info(embedder: Embedder) -> ModelInfo:
+    return ModelInfo(embedder.model_id, embedder.dimension, RECIPE)
+
+
+def attach(mem: Memory) -> None:
+    embedder = embedder_from_settings(mem.settings.embedder)
+    index = vector_index_for(mem.store) if embedder is not None else None
+    if embedder is not None and index is None:
+        log.warning("store %s keeps no vectors; search is keyword-only", mem.store.url)
+        embedder = None
+    indexer: Indexer | None = None
+    if embedder is not None and index is not None:
+        check_model(index, model_info(embedder))  # raises EmbedderMismatchError
+        indexer = Indexer(mem.store, index, embedder)
+        mem.add_observer(indexer.observe, on_close=indexer.close)
+        mem.extensions.setdefault("forget_hooks", []).append(indexer.forget)
+        mem.extensions["indexer"] = indexer
+    engine = RecallEngine(mem.store, embedder=embedder, index=index)
+    mem.add_observer(lambda _session, msgs: engine.note_authors(msgs))
+    mem.extensions["recall"] = engine
+    mem.extensions["search"] = engine.search
+
+    def flush(timeout: float | None) -> None:
+        if indexer is not None:
+            indexer.flush(timeout)
+
+    mem.extensions["flush"] = flush
+
+
+# ---------------------------------------------------------------------------- RAG context
+
+_SPACES = re.compile(r"\s+")
+
+
+def _when(ts: datetime) -> str:
+    return f"{ts.day} {ts:%B %Y}"
+
+
+def relevant_context(
+    mem: Memory,
+    query: str,
+    max_tokens: int = 2048,
+    *,
+    session_id: str | None = None,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    exclude_ids: Sequence[int] = (),
+    top_k: int = 30,
+    min_score: float | None = None,
+) -> list[Message]:
+    """The best hits for ``query`` that fit ``max_tokens`` together (token-exact).
+
+    Each returned message is a copy whose content starts with its date and speaker
+    (``"[8 May 2023] Caroline: ..."``) so an LLM can place it; ``metadata`` carries the
+    original ``message_id``, ``session_id`` and the ``recall_score``. Duplicates (the same
+    message, or the same text said twice) appear once; a hit too large for what is left of
+    the budget is skipped and smaller ones after it may still fit. Best first.
+    """
+    if max_tokens < 1:
+        raise InvalidInputError("max_tokens must be at least 1")
+    hits: list[SearchHit] = mem.search(
+        query, session_id=session_id, user_id=user_id, agent_id=agent_id, top_k=top_k,
+        min_score=min_score,
+    )
+    excluded = set(exclude_ids)
+    seen_text: set[str] = set()
+    used = 0
+    out: list[Message] = []
+    for hit in hits:
+        msg = hit.message
+        if msg.id in excluded:
+            continue
+        key = _SPACES.sub(" ", msg.content).strip().lower()
+        if not key or key in seen_text:
+            continue
+        seen_text.add(key)
+        speaker = msg.author_name or msg.author_id or msg.role
+        item = Message(
+            role=msg.role,
+            content=f"[{_when(msg.created_at)}] {speaker}: {msg.content}",
+            session_id=msg.session_id,
+            author_id=msg.author_id,
+            author_name=msg.author_name,
+            created_at=msg.created_at,
+            metadata={
+                "message_id": msg.id,
+                "session_id": msg.session_id,
+                "recall_score": hit.score,
+            },
+        )
+        cost = mem.counter.count_message(item)
+        if used + cost > max_tokens:
+            continue
+        used += cost
+        out.append(item)
+    return out
+
+
+def search_fn(engine: RecallEngine) -> Any:
+    """``mem.extensions['search']`` signature: (query, MessageFilter, top_k) -> hits."""
+
+    def run(query: str, flt: MessageFilter, top_k: int) -> list[SearchHit]:
+        return engine.search(query, flt, top_k)
+
+    return run
