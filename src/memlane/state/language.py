@@ -1,0 +1,187 @@
+"""English and German cues for the state tracker and the reference resolver.
+
+Everything here is a fixed word list or regular expression: deterministic,
+offline and cheap enough to run on every message. The lists cover the way
+people talk to an assistant (seed 004 is a German/English shell helper), not
+grammar in general; a miss costs a less precise state, never a wrong write.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Language = Literal["en", "de"]
+
+_WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?", re.UNICODE)
+
+_EN_MARKERS = frozenset(
+    "the a an is are was were be been you your yours i i'm i'll it it's this that what how why "
+    "when where who which do does did don't can could would should will please yes no and or "
+    "but not with for to of in on at my me we they them there here just again suggestion "
+    "continue proceed okay thanks".split()
+)
+_DE_MARKERS = frozenset(
+    "der die das den dem des ein eine einen einem einer ist sind war waren bin bist du dein "
+    "deine deinen deinem ihr ihre ich es wir sie und oder aber nicht mit für zu von im auf "
+    "wie was warum wieso wann wo wer welche welcher welches kann kannst könnte bitte ja nein "
+    "nochmal noch mal mach mache machen weiter danke gut schon auch nur hier dort vorschlag "
+    "antwort stimmt falsch richtig genau setze setz starte lösche zeige zeig erstelle".split()
+)
+_DE_LETTERS = re.compile(r"[äöüß]", re.IGNORECASE)
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` (letters and inner apostrophes)."""
+    return [w.lower().replace("’", "'") for w in _WORD_RE.findall(text)]
+
+
+def detect_language(text: str, default: Language = "en") -> Language:
+    """``"de"`` or ``"en"`` by counting function words; ``default`` when it is a tie.
+
+    Short replies ("ok", "2") say nothing about the language, so the caller
+    passes what the conversation used so far as ``default``.
+    """
+    tokens = words(text)
+    en = sum(1 for w in tokens if w in _EN_MARKERS)
+    de = sum(1 for w in tokens if w in _DE_MARKERS)
+    if _DE_LETTERS.search(text):
+        de += 1
+    if de > en:
+        return "de"
+    if en > de:
+        return "en"
+    return default
+
+
+def _rx(*patterns: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE | re.UNICODE)
+
+
+# ----------------------------------------------------------------- questions
+
+QUESTION_WORDS = frozenset(
+    "what what's whats how how's why when where where's who who's whom whose which "
+    "was wie warum wieso weshalb wann wo woher wohin wer wen wem wessen welche welcher welches "
+    "welchen welchem".split()
+)
+# Verbs that open a yes/no question when they come first ("Can you ...", "Kannst du ...").
+QUESTION_OPENERS = frozenset(
+    "can could would will should shall do does did is are was were am have has had may might "
+    "kann kannst könnte könntest können würde würdest wäre ist sind hast hat habt gibt soll "
+    "sollte darf muss bist".split()
+)
+
+# ----------------------------------------------------------------- assistant acts
+
+#: The assistant commits to doing something later ("I'll check", "ich werde ...").
+PROMISE_RE = _rx(
+    r"\bI\s*(?:'|’)ll\s+(?!be\s+(?:happy|glad)\b)\w+",
+    r"\bI\s+will\s+(?!be\s+(?:happy|glad)\b)\w+",
+    r"\bI\s+am\s+going\s+to\s+\w+",
+    r"\bI\s*(?:'|’)m\s+going\s+to\s+\w+",
+    r"\blet\s+me\s+(?:check|look|find|get\s+back|see|investigate|verify|remind)\b",
+    r"\bwill\s+remind\s+you\b",
+    r"\bich\s+werde\s+\w+",
+    r"\bich\s+(?:kümmere|melde|erinnere)\s+(?:mich|dich|sie)\b",
+    r"\bich\s+schaue?\s+(?:mal\s+)?nach\b",
+    r"\bwerde\s+ich\s+\w+",
+)
+
+#: The assistant reports that something is finished.
+COMPLETION_RE = _rx(
+    r"\b(?:done|finished|completed|complete|succeeded|ready)\b",
+    r"\bI\s*(?:'|’)ve\s+\w+",
+    r"\bI\s+have\s+(?:now\s+)?\w+ed\b",
+    r"\bhere\s+(?:is|are|'s)\b",
+    r"\breminder\b",
+    r"\b(?:erledigt|fertig|abgeschlossen|erfolgreich|umgesetzt|ausgeführt|angelegt|erstellt)\b",
+    r"\bhabe\s+ich\s+\w+",
+    r"\bich\s+habe\b",
+    r"\bhier\s+(?:ist|sind)\b",
+    r"\berinnerung\b",
+)
+
+#: The user withdraws a request ("never mind", "vergiss es").
+CANCEL_RE = _rx(
+    r"\bnever\s*mind\b", r"\bforget\s+(?:it|that|about\s+it)\b", r"\bno\s+longer\s+needed\b",
+    r"\bcancel\s+(?:it|that)\b", r"\bvergiss\s+(?:es|das)\b", r"\bnicht\s+mehr\s+nötig\b",
+    r"\bschon\s+gut\b", r"\bhat\s+sich\s+erledigt\b",
+)
+
+ERROR_RE = _rx(
+    r"^\s*(?:error|fehler)\b",
+    r"\b(?:error|failed|failure|exception|traceback)\b",
+    r"\bI\s+(?:can(?:'|’)?t|cannot|couldn(?:'|’)?t|was\s+unable\s+to|am\s+unable\s+to)\b",
+    r"\b(?:fehler|fehlgeschlagen|gescheitert)\b",
+    r"\b(?:konnte|kann)\s+(?:ich\s+)?(?:\w+\s+)?nicht\b",
+)
+
+#: The assistant says it does not know: the user's question stays open.
+UNSURE_RE = _rx(
+    r"\bI\s+(?:don(?:'|’)?t|do\s+not)\s+know\b", r"\bI(?:'|’)m\s+not\s+sure\b",
+    r"\bnot\s+sure\b", r"\bweiß\s+(?:ich\s+)?nicht\b", r"\bnicht\s+sicher\b",
+)
+
+SUGGESTION_RE = _rx(
+    r"\bI\s+(?:would\s+)?(?:suggest|recommend|propose|advise)\b",
+    r"\bI(?:'|’)d\s+(?:suggest|recommend|propose)\b",
+    r"\bmy\s+(?:suggestion|recommendation|advice)\b",
+    r"\byou\s+(?:could|should|might|can)\s+(?:try|use|run|consider|create|install|add|set)\b",
+    r"\b(?:how|what)\s+about\b",
+    r"\bwhy\s+not\b",
+    r"\bshall\s+I\b",
+    r"\bshould\s+I\b",
+    r"\bwould\s+you\s+like\s+(?:me\s+)?to\b",
+    r"\bdo\s+you\s+want\s+me\s+to\b",
+    r"^\s*(?:try|consider|use)\b",
+    r"\bich\s+(?:würde|empfehle|schlage)\b",
+    r"\bmein\s+vorschlag\b",
+    r"\b(?:du|sie)\s+(?:könntest|könnten|solltest|sollten|kannst)\b",
+    r"\bsoll\s+ich\b",
+    r"\bmöchtest\s+du\b",
+    r"\bwie\s+wäre\s+es\b",
+    r"^\s*(?:versuche?|probiere?|nutze|verwende)\b",
+)
+
+#: Questions that only close a conversation politely; no answer is awaited.
+PLEASANTRY_QUESTION_RE = _rx(
+    r"\banything\s+else\b", r"\bcan\s+I\s+help\b", r"\bhelp\s+(?:you\s+)?with\s+anything\b",
+    r"\bsonst\s+noch\b", r"\bnoch\s+etwas\b", r"\bkann\s+ich\s+(?:dir|ihnen)\s+(?:noch\s+)?helfen\b",
+    r"\bhow\s+are\s+you\b", r"\bwie\s+geht\s+es\s+(?:dir|ihnen)\b",
+)
+
+CONFIRMATION_WORDS = frozenset(
+    "ok okay yes yeah yep yup sure alright continue proceed correct exactly right agreed "
+    "ja jawohl genau weiter einverstanden passt gerne richtig stimmt klar okay los".split()
+)
+
+
+def is_question(sentence: str) -> bool:
+    """True for a sentence that asks something (a '?' or an opening question word)."""
+    text = sentence.strip()
+    if not text:
+        return False
+    if text.rstrip().endswith("?"):
+        return True
+    tokens = words(text)
+    if not tokens:
+        return False
+    # Without a '?' only a clear opener counts: "what time is it" but not "when I was young".
+    return tokens[0] in QUESTION_WORDS and len(tokens) > 2 and tokens[1] in QUESTION_OPENERS
+
+
+_SENTENCE_RE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)", re.UNICODE)
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of ``text``, trimmed; code spans are kept intact."""
+    # Protect dots inside `code` and numbers like 1.5 so they do not split sentences.
+    masked = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(".", "\x00").replace("?", "\x01"), text)
+    masked = re.sub(r"(?<=\d)\.(?=\d)", "\x00", masked)
+    out: list[str] = []
+    for part in _SENTENCE_RE.findall(masked):
+        part = part.replace("\x00", ".").replace("\x01", "?").strip()
+        if part:
+            out.append(part)
+    return out

@@ -1,0 +1,589 @@
+"""Session state: what the conversation is about and what is still open.
+
+The tracker watches every durable append (``Memory.add_observer``) and folds the
+new messages into a :class:`SessionState`: active topics (keyphrases, decayed
+so old topics fade), open loops (user questions not yet answered, things the
+assistant promised to do), pending clarifications (the assistant asked the
+user something), active job refs, resolved entities, last intent, last response
+type and turn count. It is cheap, deterministic and offline: word lists and
+regular expressions (``state/language.py``), no model.
+
+The state is derived data: it lives in the store's ``derived`` area under the
+kind ``"state"`` and can always be rebuilt from the log (:func:`rebuild_state`).
+Because the update is a pure fold over the messages in log order, replaying
+the log gives exactly the state the live tracker built. Each saved state
+remembers the last message it has seen, so :func:`get_state` catches up on
+messages it missed (a crash between the append and the observer, another
+process writing without a tracker) instead of trusting a stale copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memlane.context.keyphrases import extract_keyphrases, normalize_term, tokenize_words
+from memlane.errors import CorruptRecordError, InvalidInputError, SessionNotFoundError
+from memlane.models import JSON, SESSION_STATUSES, Message, Session, Turn, utcnow
+from memlane.state import language as lang
+
+if TYPE_CHECKING:
+    from memlane.memory import Memory
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "STATE_KIND",
+    "STATE_STATUSES",
+    "OpenLoop",
+    "SessionState",
+    "StateTracker",
+    "attach",
+    "classify_response",
+    "extract_job_refs",
+    "get_state",
+    "rebuild_state",
+    "save_state",
+]
+
+#: The ``derived`` kind the state is stored under.
+STATE_KIND = "state"
+#: Bumped when the update rules change, so stored states are rebuilt with the new rules.
+STATE_VERSION = 1
+#: The PRD's statuses. The session lifecycle adds "ended" and "archived" (models.SESSION_STATUSES).
+STATE_STATUSES: tuple[str, ...] = (
+    "active", "paused", "resuming", "awaiting_clarification", "shutdown_clean"
+)
+
+# Tuning. Topics decay per message so a topic must keep coming up to stay active.
+TOPIC_DECAY = 0.85
+TOPIC_MIN_SCORE = 0.35
+TOPIC_KEEP = 40
+ACTIVE_TOPICS = 5
+MAX_LOOPS = 12
+MAX_JOB_REFS = 10
+MAX_ENTITIES = 20
+HISTORY = 12  # messages of context the reference resolver looks at
+ASSISTANT_TOPIC_WEIGHT = 0.7
+
+
+@dataclass(slots=True)
+class OpenLoop:
+    """Something the conversation still owes: an unanswered question or a promise."""
+
+    kind: str  # "question" (the user asked) | "promise" (the assistant said it would)
+    text: str
+    message_id: int | None = None
+    turn: int = 0  # turn_count when it was opened
+
+    def to_dict(self) -> JSON:
+        return {"kind": self.kind, "text": self.text, "message_id": self.message_id, "turn": self.turn}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OpenLoop:
+        kind, text = data.get("kind"), data.get("text")
+        if kind not in ("question", "promise") or not isinstance(text, str):
+            raise InvalidInputError(f"an open loop needs kind question|promise and text, got {data!r}")
+        mid = data.get("message_id")
+        return cls(kind, text, int(mid) if isinstance(mid, int) else None, int(data.get("turn") or 0))
+
+
+def _str_list(data: Mapping[str, Any], key: str) -> list[str]:
+    value = data.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInputError(f"SessionState.{key} must be a list of strings")
+    return list(value)
+
+
+def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidInputError(f"SessionState.{key} must be a string or null")
+    return value
+
+
+@dataclass(slots=True)
+class SessionState:
+    """The live state of one session (PRD-014 ``SessionState`` plus resolved entities)."""
+
+    session_id: str
+    status: str = "active"
+    active_topics: list[str] = field(default_factory=list)
+    pending_clarifications: list[str] = field(default_factory=list)
+    open_loops: list[str] = field(default_factory=list)
+    active_job_refs: list[str] = field(default_factory=list)
+    resolved_entities: dict[str, str] = field(default_factory=dict)
+    last_intent: str | None = None
+    last_response_type: str | None = None
+    turn_count: int = 0
+    rolling_summary: str | None = None
+    updated_at: datetime = field(default_factory=utcnow)
+    # Bookkeeping that makes each update O(new messages): the structured loops behind
+    # open_loops, decayed topic scores, the conversation's language and the last
+    # message folded in.
+    loops: list[OpenLoop] = field(default_factory=list)
+    topic_scores: dict[str, float] = field(default_factory=dict)
+    topic_labels: dict[str, str] = field(default_factory=dict)
+    language: str = "en"
+    last_message_id: int = 0
+    last_assistant_message_id: int = 0
+    message_count: int = 0
+    version: int = STATE_VERSION
+
+    def to_dict(self) -> JSON:
+        return {
+            "session_id": self.session_id,
+            "status": self.status,
+            "active_topics": list(self.active_topics),
+            "pending_clarifications": list(self.pending_clarifications),
+            "open_loops": list(self.open_loops),
+            "active_job_refs": list(self.active_job_refs),
+            "resolved_entities": dict(self.resolved_entities),
+            "last_intent": self.last_intent,
+            "last_response_type": self.last_response_type,
+            "turn_count": self.turn_count,
+            "rolling_summary": self.rolling_summary,
+            "updated_at": self.updated_at.isoformat(),
+            "loops": [loop.to_dict() for loop in self.loops],
+            "topic_scores": dict(self.topic_scores),
+            "topic_labels": dict(self.topic_labels),
+            "language": self.language,
+            "last_message_id": self.last_message_id,
+            "last_assistant_message_id": self.last_assistant_message_id,
+            "message_count": self.message_count,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SessionState:
+        """Inverse of :meth:`to_dict`; raises InvalidInputError naming a bad field."""
+        if not isinstance(data, Mapping):
+            raise InvalidInputError("SessionState.from_dict needs a mapping")
+        sid = data.get("session_id")
+        if not isinstance(sid, str) or not sid:
+            raise InvalidInputError("SessionState.session_id must be a non-empty string")
+        status = data.get("status", "active")
+        if status not in SESSION_STATUSES:
+            raise InvalidInputError(
+                f"SessionState.status must be one of {sorted(SESSION_STATUSES)}, got {status!r}"
+            )
+        entities = data.get("resolved_entities") or {}
+        if not isinstance(entities, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in entities.items()
+        ):
+            raise InvalidInputError("SessionState.resolved_entities must map strings to strings")
+        updated = data.get("updated_at")
+        try:
+            when = datetime.fromisoformat(updated) if isinstance(updated, str) else utcnow()
+        except ValueError as exc:
+            raise InvalidInputError(f"SessionState.updated_at {updated!r} is not ISO-8601") from exc
+        scores = data.get("topic_scores") or {}
+        labels = data.get("topic_labels") or {}
+        if not isinstance(scores, Mapping) or not isinstance(labels, Mapping):
+            raise InvalidInputError("SessionState.topic_scores/topic_labels must be mappings")
+        loops_raw = data.get("loops") or []
+        if not isinstance(loops_raw, list):
+            raise InvalidInputError("SessionState.loops must be a list")
+
+        def _int(key: str) -> int:
+            value = data.get(key) or 0
+            if not isinstance(value, int):
+                raise InvalidInputError(f"SessionState.{key} must be an integer")
+            return value
+
+        state = cls(
+            session_id=sid,
+            status=str(status),
+            active_topics=_str_list(data, "active_topics"),
+            pending_clarifications=_str_list(data, "pending_clarifications"),
+            open_loops=_str_list(data, "open_loops"),
+            active_job_refs=_str_list(data, "active_job_refs"),
+            resolved_entities=dict(entities),
+            last_intent=_opt_str(data, "last_intent"),
+            last_response_type=_opt_str(data, "last_response_type"),
+            turn_count=_int("turn_count"),
+            rolling_summary=_opt_str(data, "rolling_summary"),
+            updated_at=when,
+            loops=[OpenLoop.from_dict(x) for x in loops_raw],
+            topic_scores={str(k): float(v) for k, v in scores.items()},
+            topic_labels={str(k): str(v) for k, v in labels.items()},
+            language=str(data.get("language") or "en"),
+            last_message_id=_int("last_message_id"),
+            last_assistant_message_id=_int("last_assistant_message_id"),
+            message_count=_int("message_count"),
+            version=_int("version") or STATE_VERSION,
+        )
+        if "open_loops" in data and not loops_raw and state.open_loops:
+            # A state written by another runtime may carry only the flat list.
+            state.loops = [OpenLoop("question", text) for text in state.open_loops]
+        return state
+
+
+# --------------------------------------------------------------------- cues
+
+_JOB_RE = re.compile(
+    r"\b(job|task|ticket|issue|auftrag|aufgabe)[-_ ]?#?(\d+)\b|(?<![\w&/])#(\d+)\b"
+    r"|\b(job[-_][A-Za-z0-9][\w-]*)",
+    re.IGNORECASE,
+)
+_JOB_DONE_RE = re.compile(
+    r"\b(?:done|finished|completed|succeeded|cancel+ed|failed|stopped|closed|resolved|"
+    r"erledigt|fertig|abgeschlossen|abgebrochen|beendet|fehlgeschlagen|gestoppt)\b",
+    re.IGNORECASE,
+)
+_CLARIFY_RE = re.compile(
+    r"\bdid\s+you\s+mean\b|\bdo\s+you\s+mean\b|\bwhich\s+(?:one|of)\b|\bcould\s+you\s+clarify\b|"
+    r"\bcan\s+you\s+(?:be\s+more\s+specific|clarify)\b|\bwhat\s+do\s+you\s+mean\b|"
+    r"\bmeinten\s+sie\b|\bmeinst\s+du\b|\bwelche[nmrs]?\b|\bwas\s+meinst\b|\bgenauer\b",
+    re.IGNORECASE,
+)
+_CONFIRM_OPEN_RE = re.compile(
+    r"^\s*(?:ok(?:ay)?|sure|alright|all\s+right|got\s+it|noted|done|understood|of\s+course|"
+    r"alles\s+klar|verstanden|erledigt|in\s+ordnung|gemacht|notiert|klar)\b",
+    re.IGNORECASE,
+)
+
+
+def extract_job_refs(text: str) -> list[str]:
+    """Job ids mentioned in ``text``: ``job-123``, ``task 7``, ``#42``, ``job_ab12``; in order."""
+    out: list[str] = []
+    for m in _JOB_RE.finditer(text):
+        if m.group(1):
+            ref = f"{m.group(1).lower()}-{m.group(2)}"
+        elif m.group(3):
+            ref = f"#{m.group(3)}"
+        else:
+            ref = m.group(4)
+        if ref not in out:
+            out.append(ref)
+    return out
+
+
+def classify_response(text: str, tool_calls: object = None) -> str:
+    """What an assistant message does: action, error, clarification, question, suggestion,
+    confirmation or answer (the first that applies, in that order)."""
+    if tool_calls:
+        return "action"
+    if lang.ERROR_RE.search(text):
+        return "error"
+    sents = lang.sentences(text)
+    questions = [s for s in sents if lang.is_question(s) and not lang.PLEASANTRY_QUESTION_RE.search(s)]
+    if questions and sents and lang.is_question(sents[-1]):
+        return "clarification" if any(_CLARIFY_RE.search(q) for q in questions) else "question"
+    if any(lang.PROMISE_RE.search(s) for s in sents):
+        return "action"
+    if lang.SUGGESTION_RE.search(text):
+        return "suggestion"
+    if _CONFIRM_OPEN_RE.search(text) and len(lang.words(text)) <= 12:
+        return "confirmation"
+    return "answer"
+
+
+def _content(text: str) -> set[str]:
+    return {
+        normalize_term(w)
+        for w in tokenize_words(text)
+        if len(w) > 2 and w.lower() not in _STOP
+    }
+
+
+_STOP = frozenset(
+    "the and for you your are was were that this with have has had not but can could would "
+    "will what how why when where who which there here then than them they their about into "
+    "just also some any all its it's i'll i've i'm please does did done der die das und ist "
+    "ich du sie wir ihr nicht mit von für auf ein eine einen dem den des wie was wer wann "
+    "warum kann kannst bitte noch mal schon auch nur".split()
+)
+
+
+def _snip(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+# --------------------------------------------------------------------- the fold
+
+
+class _Context:
+    """The messages before the one being folded in, fetched only when a rule needs them."""
+
+    def __init__(self, mem: Memory | None, session_id: str, preload: bool) -> None:
+        self.mem = mem
+        self.session_id = session_id
+        self.loaded = preload
+        self.items: deque[Message] = deque(maxlen=HISTORY)
+
+    def before(self, msg: Message) -> list[Message]:
+        if not self.loaded:
+            self.loaded = True
+            if self.mem is not None and msg.id is not None:
+                older = self.mem.store.recent_messages(self.session_id, HISTORY, before_id=msg.id)
+                self.items.extend(reversed(older))
+        return list(self.items)
+
+    def push(self, msg: Message) -> None:
+        self.items.append(msg)
+
+
+def _update_topics(state: SessionState, msg: Message) -> None:
+    for key in list(state.topic_scores):
+        state.topic_scores[key] *= TOPIC_DECAY
+    weight = 1.0 if msg.role == "user" else ASSISTANT_TOPIC_WEIGHT
+    for rank, phrase in enumerate(extract_keyphrases([msg.content], top_k=3)):
+        key = " ".join(normalize_term(w) for w in tokenize_words(phrase))
+        if not key:
+            continue
+        state.topic_scores[key] = state.topic_scores.get(key, 0.0) + weight / (1.0 + 0.5 * rank)
+        state.topic_labels[key] = phrase
+    kept = sorted(state.topic_scores.items(), key=lambda kv: (-kv[1], kv[0]))[:TOPIC_KEEP]
+    kept = [(k, v) for k, v in kept if v >= 0.05]
+    state.topic_scores = dict(kept)
+    state.topic_labels = {k: state.topic_labels.get(k, k) for k, _ in kept}
+    state.active_topics = [
+        state.topic_labels[k] for k, v in kept[:ACTIVE_TOPICS] if v >= TOPIC_MIN_SCORE
+    ]
+
+
+def _update_jobs(state: SessionState, text: str, turn_refs: Iterable[str]) -> None:
+    refs = list(dict.fromkeys([*turn_refs, *extract_job_refs(text)]))
+    if not refs:
+        return
+    finished: set[str] = set()
+    for sentence in lang.sentences(text):
+        if _JOB_DONE_RE.search(sentence):
+            finished.update(extract_job_refs(sentence))
+    for ref in reversed(refs):  # the first one mentioned ends up most recent
+        if ref in state.active_job_refs:
+            state.active_job_refs.remove(ref)
+        if ref not in finished:
+            state.active_job_refs.insert(0, ref)
+    del state.active_job_refs[MAX_JOB_REFS:]
+
+
+def _close(state: SessionState, loop: OpenLoop) -> None:
+    if loop in state.loops:
+        state.loops.remove(loop)
+
+
+def _fold_user(state: SessionState, msg: Message, turn: Turn | None, ctx: _Context) -> None:
+    text = msg.content
+    state.turn_count += 1
+    state.language = lang.detect_language(text, default="de" if state.language == "de" else "en")
+    intent = turn.intent if turn is not None else msg.metadata.get("intent")
+    if isinstance(intent, str) and intent:
+        state.last_intent = intent
+    # Any reply from the user answers what the assistant asked.
+    state.pending_clarifications = []
+    if lang.CANCEL_RE.search(text) and state.loops:
+        _close(state, state.loops[-1])
+    for sentence in lang.sentences(text):
+        if lang.is_question(sentence):
+            question = _snip(sentence)
+            if not any(lp.kind == "question" and lp.text == question for lp in state.loops):
+                state.loops.append(OpenLoop("question", question, msg.id, state.turn_count))
+    _resolve_entities(state, msg, ctx)
+
+
+def _resolve_entities(state: SessionState, msg: Message, ctx: _Context) -> None:
+    # Late import: the resolver module uses this module's cues.
+    from memlane.state.references import has_reference_cues, resolve
+
+    if not has_reference_cues(msg.content):
+        return
+    result = resolve(
+        msg.content, ctx.before(msg), job_refs=state.active_job_refs, language=state.language
+    )
+    for ref in result.references:
+        if ref.target is not None and ref.confidence >= 0.6 and ref.kind in ("entity", "pronoun", "reference"):
+            state.resolved_entities.pop(ref.text.lower(), None)
+            state.resolved_entities[ref.text.lower()] = ref.target
+    while len(state.resolved_entities) > MAX_ENTITIES:
+        state.resolved_entities.pop(next(iter(state.resolved_entities)))
+
+
+def _fold_assistant(state: SessionState, msg: Message) -> None:
+    text = msg.content
+    kind = classify_response(text, msg.tool_calls)
+    state.last_response_type = kind
+    sents = lang.sentences(text)
+    answered = kind in ("answer", "suggestion", "confirmation", "action") and not lang.UNSURE_RE.search(text)
+    if answered:
+        words = _content(text)
+        for loop in [lp for lp in state.loops if lp.kind == "question"]:
+            # The questions of the user's last message are answered by this reply; older
+            # ones only when the reply talks about the same things.
+            recent = loop.message_id is None or loop.message_id > state.last_assistant_message_id
+            q = _content(loop.text)
+            overlap = len(q & words)
+            if recent or (q and overlap >= max(2, (len(q) + 1) // 2)):
+                _close(state, loop)
+    if lang.COMPLETION_RE.search(text):
+        promises = [lp for lp in state.loops if lp.kind == "promise"]
+        if promises:
+            words = _content(text)
+            best = max(promises, key=lambda lp: (len(_content(lp.text) & words), lp.turn))
+            if len(_content(best.text) & words) > 0 or len(promises) == 1:
+                _close(state, best)
+    for sentence in sents:
+        if lang.PROMISE_RE.search(sentence) and not lang.is_question(sentence):
+            promise = _snip(sentence)
+            if not any(lp.kind == "promise" and lp.text == promise for lp in state.loops):
+                state.loops.append(OpenLoop("promise", promise, msg.id, state.turn_count))
+    state.pending_clarifications = [
+        _snip(s) for s in sents if lang.is_question(s) and not lang.PLEASANTRY_QUESTION_RE.search(s)
+    ][-3:]
+    if msg.id is not None:
+        state.last_assistant_message_id = msg.id
+
+
+def fold_message(
+    state: SessionState, msg: Message, turn: Turn | None = None, ctx: _Context | None = None
+) -> None:
+    """Fold one stored message (in log order) into ``state``."""
+    if ctx is None:
+        ctx = _Context(None, state.session_id, preload=True)
+    if msg.role != "system":
+        state.message_count += 1
+        turn_refs = turn.job_refs if turn is not None and msg.role == "user" else []
+        _update_jobs(state, msg.content, turn_refs)
+        if msg.role == "user":
+            _fold_user(state, msg, turn, ctx)
+        elif msg.role == "assistant":
+            _fold_assistant(state, msg)
+        if msg.role in ("user", "assistant") and msg.content.strip():
+            _update_topics(state, msg)
+        del state.loops[:-MAX_LOOPS]
+        state.open_loops = [loop.text for loop in state.loops]
+        state.status = "awaiting_clarification" if state.pending_clarifications else "active"
+    if msg.id is not None:
+        state.last_message_id = max(state.last_message_id, msg.id)
+    ctx.push(msg)
+
+
+# --------------------------------------------------------------------- tracker
+
+
+class StateTracker:
+    """Keeps each session's state current; one per Memory (``mem.extensions["state"]``)."""
+
+    def __init__(self, mem: Memory) -> None:
+        self.mem = mem
+        self._lock = threading.RLock()
+
+    # observer: runs after every durable append
+    def on_append(self, session: Session, stored: list[Message]) -> None:
+        if not any(m.id is not None for m in stored):
+            return  # held in fail-open mode, not stored yet
+        self.advance(session.id)
+
+    def on_forget(self, session_id: str, message_ids: object) -> None:
+        # Forgotten messages must not live on in the state: drop it, the next read rebuilds.
+        self.mem.store.delete_derived(session_id, STATE_KIND)
+
+    def load(self, session_id: str) -> SessionState | None:
+        try:
+            raw = self.mem.store.get_derived(session_id, STATE_KIND)
+        except CorruptRecordError:
+            log.warning("session state of %s is corrupt; rebuilding it from the log", session_id)
+            return None
+        if raw is None:
+            return None
+        try:
+            state = SessionState.from_dict(raw)
+        except (InvalidInputError, TypeError, ValueError):
+            log.warning("session state of %s is unreadable; rebuilding it from the log", session_id)
+            return None
+        if state.version != STATE_VERSION:
+            return None
+        return state
+
+    def advance(self, session_id: str) -> SessionState:
+        """The stored state with every message it has not seen folded in, saved."""
+        with self._lock:
+            state = self.load(session_id)
+            if state is None:
+                if self.mem.store.get_session(session_id) is None:
+                    raise SessionNotFoundError(session_id)
+                state = SessionState(session_id=session_id)
+            if self._catch_up(state):
+                self.save(state)
+            return state
+
+    def _catch_up(self, state: SessionState) -> bool:
+        store = self.mem.store
+        new = list(store.iter_messages(state.session_id, after_id=state.last_message_id,
+                                       include_hidden=False))
+        if not new:
+            return False
+        turn_ids = {m.turn_id for m in new if m.turn_id}
+        turns: dict[str, Turn] = {}
+        if turn_ids:
+            limit = len(turn_ids) + 4 if state.last_message_id else 1_000_000
+            found = store.list_turns(state.session_id, limit=limit)
+            if not turn_ids <= {t.turn_id for t in found}:
+                found = store.list_turns(state.session_id, limit=1_000_000)
+            turns = {t.turn_id: t for t in found if t.turn_id in turn_ids}
+        ctx = _Context(self.mem, state.session_id, preload=state.last_message_id == 0)
+        for msg in new:
+            fold_message(state, msg, turns.get(msg.turn_id or ""), ctx)
+        return True
+
+    def rebuild(self, session_id: str) -> SessionState:
+        with self._lock:
+            if self.mem.store.get_session(session_id) is None:
+                raise SessionNotFoundError(session_id)
+            previous = self.load(session_id)
+            state = SessionState(session_id=session_id)
+            if previous is not None:
+                state.rolling_summary = previous.rolling_summary  # not ours to derive
+            self._catch_up(state)
+            self.save(state)
+            return state
+
+    def save(self, state: SessionState) -> None:
+        state.updated_at = utcnow()
+        self.mem.store.put_derived(state.session_id, STATE_KIND, state.to_dict())
+
+
+def _tracker(mem: Memory) -> StateTracker:
+    tracker = mem.extensions.get("state")
+    if isinstance(tracker, StateTracker):
+        return tracker
+    return StateTracker(mem)  # Memory without the component: still answer from the log
+
+
+def get_state(mem: Memory, session_id: str) -> SessionState:
+    """The session's current state (rebuilt from the log when missing, stale or corrupt)."""
+    return _tracker(mem).advance(session_id)
+
+
+def save_state(mem: Memory, state: SessionState) -> None:
+    """Store ``state`` (e.g. after setting status ``resuming``/``shutdown_clean`` or a summary)."""
+    if not isinstance(state, SessionState):
+        raise InvalidInputError("save_state needs a SessionState")
+    if state.status not in SESSION_STATUSES:
+        raise InvalidInputError(
+            f"status must be one of {sorted(SESSION_STATUSES)}, got {state.status!r}"
+        )
+    tracker = _tracker(mem)
+    with tracker._lock:
+        tracker.save(state)
+
+
+def rebuild_state(mem: Memory, session_id: str) -> SessionState:
+    """Recompute the state from the log alone, store it and return it."""
+    return _tracker(mem).rebuild(session_id)
+
+
+def attach(mem: Memory) -> None:
+    """Component hook (components.py): track state on every append."""
+    tracker = StateTracker(mem)
+    mem.extensions["state"] = tracker
+    mem.add_observer(tracker.on_append)
+    mem.extensions.setdefault("forget_hooks", []).append(tracker.on_forget)
