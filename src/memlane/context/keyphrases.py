@@ -7,13 +7,14 @@ punctuation (the RAKE idea); every 1-3 word n-gram inside a run is a candidate,
 scored by how often it occurs, how long it is, how early it first appears and
 whether it looks like a noun (capitalised mid-sentence, which in German is every
 noun). The same input always gives the same output.
-"""
+    """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "GENERIC_WORDS",
@@ -27,17 +28,70 @@ __all__ = [
 ]
 
 STOPWORDS_EN: frozenset[str] = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "almost", "also", "although", "always", "am", "among", "an", "and", "another", "any", "anybody", "anyone", "anything", "anyway", "anyways", "anywhere", "are", "aren't", "around", "as", "at", "away", "back", "be", "became", "because", "become", "been", "before", "being", "below", "between", "both", "but", "by", "can", "can't", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "done", "down", "during", "each", "either", "else", "enough", "etc", "even", "ever", "every", "everybody", "everyone", "everything", "few", "for", "from", "further", "get", "gets", "getting", "go", "goes", "going", "gone", "got", "gotten", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "however", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it'd", "it'll", "it's", "its", "itself", "just", "least", "less", "let", "let's", "lets", "like", "made", "make", "makes", "making", "many", "may", "maybe", "me", "might", "mine", "more", "most", "much", "must", "mustn't", "my", "myself", "neither", "never", "next", "no", "nobody", "none", "nor", "not", "nothing", "now", "of", "off", "often", "oh", "ok", "okay", "on", "once", "one", "ones", "only", "onto", "or", "other", "others", "otherwise", "ought", "our", "ours", "ourselves", "out", "over", "own", "per", "perhaps", "please", "quite", "rather", "really", "said", "same", "say", "says", "see", "seem", "seemed", "seems", "several", "shall", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "since", "so", "some", "somebody", "someone", "something", "sometimes", "somewhat", "soon", "still", "such", "sure", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "therefore", "these", "they", "they'd", "they'll", "they're", "they've", "thing", "things", "this", "those", "though", "through", "thus", "till", "to", "together", "too", "toward", "towards", "under", "until", "up", "upon", "us", "very", "via", "was", "wasn't", "way", "we", "we'd", "we'll", "we're", "we've", "well", "were", "weren't", "what", "what's", "whatever", "when", "when's", "where", "where's", "whether", "which", "while", "who", "who's", "whoever", "whole", "whom", "whose", "why", "why's", "will", "with", "within", "without", "won't", "would", "wouldn't", "yes", "yet", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves"]
+    """
+    a about above after again against all almost also although always am among an and another
+    any anybody anyone anything anyway anyways anywhere are aren't around as at away back be
+    became because become been before being below between both but by can can't cannot could
+    couldn't did didn't do does doesn't doing don't done down during each either else enough
+    etc even ever every everybody everyone everything few for from further get gets getting go
+    goes going gone got gotten had hadn't has hasn't have haven't having he he'd he'll he's her
+    here here's hers herself him himself his how how's however i i'd i'll i'm i've if in into
+    is isn't it it'd it'll it's its itself just least less let let's lets like made make makes
+    making many may maybe me might mine more most much must mustn't my myself neither never
+    next no nobody none nor not nothing now of off often oh ok okay on once one ones only onto
+    or other others otherwise ought our ours ourselves out over own per perhaps please quite
+    rather really said same say says see seem seemed seems several shall shan't she she'd
+    she'll she's should shouldn't since so some somebody someone something sometimes somewhat
+    soon still such sure than that that's the their theirs them themselves then there there's
+    therefore these they they'd they'll they're they've thing things this those though through
+    thus till to together too toward towards under until up upon us very via was wasn't way we
+    we'd we'll we're we've well were weren't what what's whatever when when's where where's
+    whether which while who who's whoever whole whom whose why why's will with within without
+    won't would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
+    """.split()
 )
 
 STOPWORDS_DE: frozenset[str] = frozenset(
-    ["aber", "alle", "allem", "allen", "aller", "alles", "als", "also", "am", "an", "ander", "andere", "anderem", "anderen", "anderer", "anderes", "auch", "auf", "aus", "bei", "beim", "bin", "bis", "bist", "da", "dabei", "dadurch", "dafür", "dagegen", "daher", "damit", "dann", "daran", "darauf", "darum", "das", "dass", "davon", "dazu", "dein", "deine", "deinem", "deinen", "deiner", "dem", "den", "denen", "denn", "dennoch", "der", "deren", "des", "deshalb", "dessen", "dich", "die", "dies", "diese", "diesem", "diesen", "dieser", "dieses", "dir", "doch", "dort", "du", "durch", "eben", "ein", "eine", "einem", "einen", "einer", "eines", "einige", "einigen", "einiger", "einmal", "er", "es", "etwa", "etwas", "euch", "euer", "eure", "für", "gab", "gar", "gegen", "gewesen", "gibt", "ging", "hab", "habe", "haben", "hast", "hat", "hatte", "hatten", "hier", "hin", "hinter", "ich", "ihm", "ihn", "ihnen", "ihr", "ihre", "ihrem", "ihren", "ihrer", "ihres", "im", "immer", "in", "ins", "ist", "ja", "jede", "jedem", "jeden", "jeder", "jedes", "jedoch", "jene", "jetzt", "kann", "kannst", "kein", "keine", "keinem", "keinen", "keiner", "konnte", "können", "könnte", "man", "manche", "mehr", "mein", "meine", "meinem", "meinen", "meiner", "meines", "mich", "mir", "mit", "muss", "musste", "müssen", "nach", "nein", "nicht", "nichts", "noch", "nun", "nur", "ob", "oder", "ohne", "schon", "sehr", "sein", "seine", "seinem", "seinen", "seiner", "seit", "selbst", "sich", "sie", "sind", "so", "sollen", "sollte", "sondern", "sowie", "über", "um", "und", "uns", "unser", "unsere", "unter", "viel", "vom", "von", "vor", "war", "waren", "warst", "was", "weil", "weiter", "welche", "welchem", "welchen", "welcher", "welches", "wenn", "wer", "werde", "werden", "wie", "wieder", "will", "wir", "wird", "wirst", "wo", "wollen", "wollte", "würde", "würden", "zu", "zum", "zur", "zwar", "zwischen", "ganz", "gerne", "gern", "mal", "halt", "eigentlich", "wirklich", "okay", "hallo", "danke", "bitte", "genau", "klar", "toll", "super", "kommen", "kommt", "komme", "gehen", "geht", "gehe", "machen", "macht", "mache", "planen", "plant", "plane", "finden", "findet", "finde", "sagen", "sagt", "sage", "glaube", "glaubt", "heute", "morgen", "gestern"]
+    """
+    aber alle allem allen aller alles als also am an ander andere anderem anderen anderer
+    anderes auch auf aus bei beim bin bis bist da dabei dadurch dafür dagegen daher damit dann
+    daran darauf darum das dass davon dazu dein deine deinem deinen deiner dem den denen denn
+    dennoch der deren des deshalb dessen dich die dies diese diesem diesen dieser dieses dir
+    doch dort du durch eben ein eine einem einen einer eines einige einigen einiger einmal er
+    es etwa etwas euch euer eure für gab gar gegen gewesen gibt ging hab habe haben hast hat
+    hatte hatten hier hin hinter ich ihm ihn ihnen ihr ihre ihrem ihren ihrer ihres im immer in
+    ins ist ja jede jedem jeden jeder jedes jedoch jene jetzt kann kannst kein keine keinem
+    keinen keiner konnte können könnte man manche mehr mein meine meinem meinen meiner meines
+    mich mir mit muss musste müssen nach nein nicht nichts noch nun nur ob oder ohne schon sehr
+    sein seine seinem seinen seiner seit selbst sich sie sind so sollen sollte sondern sowie
+    über um und uns unser unsere unter viel vom von vor war waren warst was weil weiter welche
+    welchem welchen welcher welches wenn wer werde werden wie wieder will wir wird wirst wo
+    wollen wollte würde würden zu zum zur zwar zwischen ganz gerne gern mal halt eigentlich
+    wirklich okay hallo danke bitte genau klar toll super kommen kommt komme gehen geht gehe
+    machen macht mache planen plant plane finden findet finde sagen sagt sage glaube glaubt
+    heute morgen gestern
+    """.split()
 )
 
 #: Chat words that carry mood, not topic. They end a candidate phrase like a
 #: stopword does, so "great support group" yields "support group".
 GENERIC_WORDS: frozenset[str] = frozenset(
-    ["hey", "hi", "hello", "hiya", "yo", "wow", "whoa", "woah", "oops", "ooh", "ah", "aw", "aww", "awww", "yeah", "yep", "yup", "nope", "nah", "lol", "lmao", "haha", "hahaha", "hehe", "omg", "gosh", "hmm", "um", "uh", "cool", "great", "awesome", "amazing", "nice", "good", "bad", "fine", "glad", "happy", "thanks", "thank", "thx", "congrats", "congratulations", "sounds", "sound", "totally", "definitely", "absolutely", "super", "pretty", "lot", "lots", "kind", "kinda", "sort", "stuff", "bit", "bye", "cheers", "love", "loved", "lovely", "fun", "wonderful", "fantastic", "incredible", "beautiful", "excited", "exciting", "proud", "sorry", "hope", "hoping", "wish", "glad", "dear", "guys", "man", "dude", "buddy", "friend", "wanna", "gonna", "gotta", "tell", "told", "telling", "talk", "talking", "know", "knew", "think", "thought", "feel", "feeling", "felt", "want", "wanted", "need", "needed", "keep", "kept", "take", "took", "try", "trying", "tried", "look", "looks", "looking", "looked", "mean", "means", "meant", "guess", "seeing", "seen", "saw", "went", "come", "came", "coming", "day", "days", "time", "times", "today", "yesterday", "tomorrow", "new", "old", "big", "little", "best", "better", "true", "real", "right", "important", "special", "thing", "inspiring", "inspired", "share", "shared", "sharing", "hear", "heard", "totally", "truly", "agree", "agreed", "hard", "easy", "lucky", "long", "taking", "making", "getting", "doing", "start", "started", "starting", "last", "next", "week", "weeks", "month", "months", "year", "years", "night", "morning", "evening", "weekend", "moment", "moments", "ago", "lately", "recently", "wait", "waiting", "give", "giving", "meet", "happen", "happening", "happened", "discuss", "discussing", "expressing", "expressed", "found", "given"]
+    """
+    hey hi hello hiya yo wow whoa woah oops ooh ah aw aww awww yeah yep yup nope nah lol lmao
+    haha hahaha hehe omg gosh hmm um uh cool great awesome amazing nice good bad fine glad
+    happy thanks thank thx congrats congratulations sounds sound totally definitely absolutely
+    super pretty lot lots kind kinda sort stuff bit bye cheers love loved lovely fun wonderful
+    fantastic incredible beautiful excited exciting proud sorry hope hoping wish glad dear guys
+    man dude buddy friend wanna gonna gotta tell told telling talk talking know knew think
+    thought feel feeling felt want wanted need needed keep kept take took try trying tried look
+    looks looking looked mean means meant guess seeing seen saw went come came coming day days
+    time times today yesterday tomorrow new old big little best better true real right
+    important special thing inspiring inspired share shared sharing hear heard totally truly
+    agree agreed hard easy lucky long taking making getting doing start started starting last
+    next week weeks month months year years night morning evening weekend moment moments ago
+    lately recently wait waiting give giving meet happen happening happened discuss discussing
+    expressing expressed found given
+    """.split()
 )
 
 STOPWORDS: frozenset[str] = STOPWORDS_EN | STOPWORDS_DE
@@ -50,9 +104,12 @@ _MAX_NGRAM = 3
 
 def tokenize_words(text: str) -> list[str]:
     """Words of ``text`` (letters, inner apostrophes and hyphens), original case."""
-    return [m.group(0).replace("’", "'") for m in _WORD_RE.finditer(text)]
+    if "’" in text:
+        text = text.replace("’", "'")
+    return _WORD_RE.findall(text)
 
 
+@lru_cache(maxsize=65536)
 def normalize_term(word: str) -> str:
     """Lower-case and strip the commonest English plural/possessive endings.
 

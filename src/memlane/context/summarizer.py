@@ -20,7 +20,7 @@ falls back to the extractive summary (with a warning) when the endpoint fails.
 
 Token budgets are exact per :mod:`memlane.tokens`: a summary given
 ``max_tokens`` never counts more than that.
-"""
+    """
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import math
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -53,9 +53,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ExtractiveSummarizer",
     "LLMSummarizer",
+    "RankWeights",
     "RollingSummary",
     "Summarizer",
     "SummarySentence",
+    "clean_text",
     "fit_to_budget",
     "split_sentences",
 ]
@@ -99,24 +101,26 @@ _SPACE_RE = re.compile(r"\s+")
 # brackets may close it. Newlines always end one.
 _SPLIT_RE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\s*\n+\s*")
 _ABBREVIATIONS = frozenset(
-    ["mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "approx", "no", "fig", "inc", "ltd", "co", "mt", "ft"]
+    """
+    mr mrs ms dr st jr sr prof vs etc e.g i.e approx no fig inc ltd co mt ft
+    """.split()
 )
 
 
-def _is_emoji(ch: str) -> bool:
-    cp = ord(ch)
-    if 0x1F000 <= cp <= 0x1FAFF or 0x2600 <= cp <= 0x27BF or 0x2B00 <= cp <= 0x2BFF:
-        return True
-    if cp in (0x200D, 0xFE0F, 0xFE0E, 0x20E3):
-        return True
-    return unicodedata.category(ch) == "So"
+_EMOJI_RE = re.compile(
+    "[\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF\u200D\uFE0E\uFE0F\u20E3\u2190-\u21FF]+"
+)
 
 
 def clean_text(text: str) -> str:
     """Text without URLs, emoji and emoticons, with straight quotes and single spaces."""
     text = _URL_RE.sub(" ", text)
-    text = "".join(" " if _is_emoji(ch) else ch for ch in text)
-    text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
+    if not text.isascii():
+        text = _EMOJI_RE.sub(" ", text)
+        # Other pictographs (category "So") outside the common emoji blocks.
+        if any(ord(ch) > 0x2000 and unicodedata.category(ch) == "So" for ch in text):
+            text = "".join(" " if unicodedata.category(ch) == "So" else ch for ch in text)
+        text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
     text = _EMOTICON_RE.sub(" ", text)
     return _SPACE_RE.sub(" ", text).strip()
 
@@ -152,7 +156,9 @@ _LEADING_FILLER_RE = re.compile(
     re.IGNORECASE,
 )
 _GENERIC_VOCATIVES = frozenset(
-    ["buddy", "man", "dude", "guys", "girl", "friend", "mate", "bro", "pal", "dear", "sis", "everyone", "y'all", "folks"]
+    """
+    buddy man dude guys girl friend mate bro pal dear sis everyone y'all folks
+    """.split()
 )
 
 
@@ -196,7 +202,15 @@ _IRREGULAR = {"have": "has", "do": "does", "go": "goes", "be": "is", "am": "is",
 # Present-tense verbs that follow "I" in chat often enough to be worth
 # conjugating; anything else (past forms, modals, unknown words) is left alone.
 _VERBS = frozenset(
-    ["love", "like", "think", "feel", "want", "need", "know", "hope", "have", "do", "go", "enjoy", "find", "believe", "guess", "mean", "agree", "wish", "try", "plan", "miss", "remember", "see", "get", "work", "play", "keep", "make", "take", "appreciate", "understand", "admire", "adore", "prefer", "hate", "use", "run", "teach", "learn", "live", "stay", "spend", "read", "write", "watch", "cook", "bake", "paint", "draw", "sing", "dance", "swim", "volunteer", "care", "support", "imagine", "bet", "plan", "look", "recommend", "visit", "travel", "feel", "bring", "call", "collect", "dream", "practice", "study", "listen", "hang", "help", "tend", "carry", "own", "value", "realize", "struggle", "worry", "relax", "train", "believe", "cherish", "mentor", "hike", "walk", "skate", "surf", "create", "build", "love", "bring", "start", "stop", "continue"]
+    """
+    love like think feel want need know hope have do go enjoy find believe guess mean agree
+    wish try plan miss remember see get work play keep make take appreciate understand admire
+    adore prefer hate use run teach learn live stay spend read write watch cook bake paint draw
+    sing dance swim volunteer care support imagine bet plan look recommend visit travel feel
+    bring call collect dream practice study listen hang help tend carry own value realize
+    struggle worry relax train believe cherish mentor hike walk skate surf create build love
+    bring start stop continue
+    """.split()
 )
 
 
@@ -211,21 +225,83 @@ def _third_person(verb: str) -> str:
     return verb + "s"
 
 
-def _conjugate_after(name: str) -> Callable[[re.Match[str]], str]:
-    def repl(m: re.Match[str]) -> str:
-        adverbs = m.group(1) or ""
-        verb = m.group(2)
-        if verb.lower() in _VERBS:
-            verb = _third_person(verb)
-        # "I do love it" -> "Caroline does love it": conjugate the auxiliary instead.
-        parts = adverbs.split()
-        if parts and parts[0].lower() == "do":
-            parts[0] = "does"
-            verb = m.group(2)
-        middle = (" " + " ".join(parts)) if parts else ""
-        return f"{name}{middle} {verb}"
+# One alternation per person, tried left to right at each position, so the
+# longer forms ("I'm", "you're") win over the bare pronoun. Each group names the
+# replacement; "{n}" is the person's name, "{p}" the possessive, "conj" means
+# "name, the adverbs, then the verb in the third person".
+_ADV = rf"(?:\s+(?:{_ADVERBS}))*"
+_SPEAKER_FORMS: tuple[tuple[str, str], ...] = (
+    (r"\bI'm\b|\bIm\b|\bI am\b", "{n} is"),
+    (r"\bI've\b|\bI have\b", "{n} has"),
+    (r"\bI'd\b", "{n} would"),
+    (r"\bI'll\b", "{n} will"),
+    (r"\bI don't\b|\bI do not\b", "{n} doesn't"),
+    (rf"\bI{_ADV}\s+[a-zA-Z]+\b", "conj"),
+    (r"\bI\b", "{n}"),
+    (r"(?i:\bmyself\b)", "themself"),
+    (r"(?i:\bmy\b|\bmine\b)", "{p}"),
+    (r"(?i:\bme\b)", "{o}"),
+)
+_GROUP_FORMS: tuple[tuple[str, str], ...] = (
+    (r"(?i:\bwe're\b|\bwe are\b)", "they are"),
+    (r"(?i:\bwe've\b)", "they have"),
+    (r"(?i:\bwe'll\b)", "they will"),
+    (r"(?i:\bwe'd\b)", "they would"),
+    (r"(?i:\bwe\b)", "they"),
+    (r"(?i:\bourselves\b)", "themselves"),
+    (r"(?i:\bours\b)", "theirs"),
+    (r"(?i:\bour\b)", "their"),
+    (r"(?i:\bus\b)", "them"),
+)
+_ADDRESSEE_FORMS: tuple[tuple[str, str], ...] = (
+    (r"(?i:\byou guys\b|\by'all\b)", "they"),
+    (r"(?i:\byou're\b|\byou are\b)", "{n} is"),
+    (r"(?i:\byou were\b)", "{n} was"),
+    (r"(?i:\byou've\b|\byou have\b)", "{n} has"),
+    (r"(?i:\byou'll\b)", "{n} will"),
+    (r"(?i:\byou'd\b)", "{n} would"),
+    (r"(?i:\byou don't\b)", "{n} doesn't"),
+    (r"(?i:\byourself\b)", "themself"),
+    (r"(?i:\byours\b|\byour\b)", "{p}"),
+    (rf"(?i:\byou{_ADV}\s+[a-zA-Z]+\b)", "conj"),
+    (r"(?i:\byou\b)", "{n}"),
+)
 
-    return repl
+
+def _compile(groups: Sequence[tuple[str, tuple[tuple[str, str], ...]]]) -> tuple[
+    re.Pattern[str], dict[str, tuple[str, str]]
+]:
+    parts: list[str] = []
+    table: dict[str, tuple[str, str]] = {}
+    for who, forms in groups:
+        for i, (pattern, template) in enumerate(forms):
+            name = f"{who}{i}"
+            parts.append(f"(?P<{name}>{pattern})")
+            table[name] = (who, template)
+    return re.compile("|".join(parts)), table
+
+
+_PRONOUN_RE, _PRONOUN_TABLE = _compile(
+    (("s", _SPEAKER_FORMS), ("g", _GROUP_FORMS), ("a", _ADDRESSEE_FORMS))
+)
+_PRONOUN_RE_NO_ADDRESSEE, _ = _compile((("s", _SPEAKER_FORMS), ("g", _GROUP_FORMS)))
+_PRONOUN_START_RE = re.compile(r"(?i)\b(?=i\b|i'|im\b|m[ey]\b|mine\b|myself\b|we\b|we'|our|us\b|y(?:ou|'all))")
+_CONJ_RE = re.compile(rf"^(\w+)((?i:{_ADV}))\s+([a-zA-Z]+)$")
+
+
+def _conjugated(text: str, name: str) -> str:
+    m = _CONJ_RE.match(text)
+    if m is None:  # pragma: no cover - the outer pattern guarantees the shape
+        return text
+    adverbs = m.group(2).split()
+    verb = m.group(3)
+    if adverbs and adverbs[0].lower() == "do":
+        # "I do love it" -> "Caroline does love it": the auxiliary takes the -s.
+        adverbs[0] = "does"
+    elif verb.lower() in _VERBS:
+        verb = _third_person(verb)
+    middle = (" " + " ".join(adverbs)) if adverbs else ""
+    return f"{name}{middle} {verb}"
 
 
 def _rewrite(sentence: str, speaker: str, addressee: str | None) -> str:
@@ -234,50 +310,37 @@ def _rewrite(sentence: str, speaker: str, addressee: str | None) -> str:
     Deliberately simple and gender-neutral: "I" becomes the speaker's name,
     "my" becomes "<Name>'s", "you" the addressee's name, "we" becomes "they".
     """
-    s = f" {sentence} "
-    poss = f"{speaker}'s"
-    rules: list[tuple[str, str | Callable[[re.Match[str]], str]]] = [
-        (r"\bI'm\b|\bIm\b|\bI am\b", f"{speaker} is"),
-        (r"\bI've\b|\bI have\b", f"{speaker} has"),
-        (r"\bI'd\b", f"{speaker} would"),
-        (r"\bI'll\b", f"{speaker} will"),
-        (r"\bI don't\b|\bI do not\b", f"{speaker} doesn't"),
-        (rf"\bI((?:\s+(?:{_ADVERBS}))*)\s+([a-zA-Z]+)\b", _conjugate_after(speaker)),
-        (r"\bI\b", speaker),
-        (r"(?i)\bmyself\b", "themself"),
-        (r"(?i)\bmy\b", poss),
-        (r"(?i)\bmine\b", poss),
-        (r"(?i)\bme\b", speaker),
-        (r"(?i)\bwe're\b|\bwe are\b", "they are"),
-        (r"(?i)\bwe've\b", "they have"),
-        (r"(?i)\bwe'll\b", "they will"),
-        (r"(?i)\bwe'd\b", "they would"),
-        (r"(?i)\bwe\b", "they"),
-        (r"(?i)\bourselves\b", "themselves"),
-        (r"(?i)\bours\b", "theirs"),
-        (r"(?i)\bour\b", "their"),
-        (r"(?i)\bus\b", "them"),
-    ]
-    if addressee:
-        other = f"{addressee}'s"
-        rules += [
-            (r"(?i)\byou guys\b|\by'all\b", "they"),
-            (r"(?i)\byou're\b|\byou are\b", f"{addressee} is"),
-            (r"(?i)\byou were\b", f"{addressee} was"),
-            (r"(?i)\byou've\b|\byou have\b", f"{addressee} has"),
-            (r"(?i)\byou'll\b", f"{addressee} will"),
-            (r"(?i)\byou'd\b", f"{addressee} would"),
-            (r"(?i)\byou don't\b", f"{addressee} doesn't"),
-            (r"(?i)\byourself\b", "themself"),
-            (r"(?i)\byours\b", other),
-            (r"(?i)\byour\b", other),
-            (rf"(?i)\byou((?:\s+(?:{_ADVERBS}))*)\s+([a-zA-Z]+)\b", _conjugate_after(addressee)),
-            (r"(?i)\byou\b", addressee),
-        ]
-    for pattern, repl in rules:
-        s = re.sub(pattern, repl, s)
-    # "Caroline's's" can arise from "my own's"-like input; and capitalise the start.
-    s = s.replace("'s's", "'s").strip()
+
+    pattern = _PRONOUN_RE if addressee else _PRONOUN_RE_NO_ADDRESSEE
+    out: list[str] = []
+    done = 0
+    last = ""  # the person named most recently
+    # Scanning only where a pronoun starts is much faster than letting the big
+    # alternation try every character position.
+    for hit in _PRONOUN_START_RE.finditer(sentence):
+        if hit.start() < done:
+            continue
+        m = pattern.match(sentence, hit.start())
+        if m is None:
+            continue
+        who, template = _PRONOUN_TABLE[m.lastgroup or ""]
+        name = speaker if who == "s" else (addressee or "")
+        # The name once, then "their"/"them": "Caroline loves their dog", not
+        # "Caroline loves Caroline's dog". Subjects keep the name so verbs agree.
+        again = last == name
+        if who != "g":
+            last = name
+        if template == "conj":
+            text = _conjugated(m.group(0), name)
+        else:
+            text = template.format(
+                n=name, p="their" if again else f"{name}'s", o="them" if again else name
+            )
+        out.append(sentence[done : m.start()])
+        out.append(text)
+        done = m.end()
+    out.append(sentence[done:])
+    s = "".join(out).strip()
     return s[:1].upper() + s[1:] if s else s
 
 
@@ -309,17 +372,18 @@ def _speaker_of(msg: Message) -> str:
     )
 
 
+_CAPITALISED_RE = re.compile(r"\b[A-Z][a-z]{2,}\b")
+
+
 def _name_forms(speakers: Sequence[str], texts: Sequence[str]) -> frozenset[str]:
     """Speaker names plus the short forms used for them ("Mel" for Melanie)."""
     full = {s.lower() for s in speakers}
     firsts = {s.split()[0].lower() for s in speakers if s.split()}
     forms = set(full) | firsts
     for text in texts:
-        for word in tokenize_words(text):
+        for word in _CAPITALISED_RE.findall(text):
             lw = word.lower()
-            if word[:1].isupper() and len(lw) >= 3 and any(
-                f.startswith(lw) and f != lw for f in firsts
-            ):
+            if lw not in forms and any(f.startswith(lw) for f in firsts):
                 forms.add(lw)
     return frozenset(forms)
 
@@ -347,7 +411,92 @@ class _Prepared:
     input_words: int
 
 
-def _prepare(messages: Sequence[Message], *, third_person: bool, captions: bool) -> _Prepared:
+# Intensifiers and hedges: they carry the speaker's tone, not the content, and a
+# summary reads better (and shorter) without them.
+_INTENSIFIER_RE = re.compile(
+    r"(?i)\b(?:really|super|totally|actually|literally|definitely|absolutely|honestly|"
+    r"kinda|just|truly|seriously|basically)\s+"
+    r"|\bso\s+(?=(?:much|many|happy|glad|proud|excited|great|cool|awesome|amazing|good|"
+    r"grateful|thankful|fun|sweet|kind|nice|beautiful|important|hard|tough|inspiring|"
+    r"powerful|special|lucky|busy|relaxing|rewarding|stressful|tired|sorry|true|"
+    r"fulfilling|meaningful|peaceful|exciting)\b)"
+)
+_SUBJECT_RE = re.compile(r"^(?:[A-Z][\w'-]*|They|It|There|This|That|These|Those|He|She)\b")
+
+
+ATTRIBUTION = " said "
+_PAST_STARTS = frozenset(
+    """
+    went got had made took saw did found met bought came left ran tried started finished
+    spent felt thought heard told gave won lost read wrote built kept joined visited signed
+    """.split()
+)
+_NO_SUBJECT_RE = re.compile(r"^([A-Z][a-z]+)\b(?!')")
+
+
+def _add_subject(text: str) -> str:
+    """Give a subjectless chat sentence its "I" back: "Dyed my hair" -> "I dyed my hair"."""
+    m = _NO_SUBJECT_RE.match(text)
+    if m is None:
+        return text
+    word = m.group(1).lower()
+    rest = text[m.end() :]
+    clause = rest.split(",", 1)[0].split(" - ", 1)[0].lower().split()
+    if _HAS_SUBJECT_RE.search(rest) or any(w in _FINITE for w in clause[:8]):
+        # "Talking to them made me ...": the -ing phrase is the subject already.
+        return text
+    if word == "been":
+        return f"I have been{rest}"
+    if word.endswith("ing") and len(word) > 5 and word not in _NOT_GERUNDS:
+        return f"I am {word}{rest}"
+    if word in _PAST_STARTS or (word.endswith("ed") and not word.endswith("eed") and len(word) > 4):
+        return f"I {word}{rest}"
+    return text
+
+
+_HAS_SUBJECT_RE = re.compile(r"^[^,.;!?]*,\s*(?:I|we|they|he|she|it)\b")
+_FINITE = frozenset(
+    """
+    is was are were has have had made makes make helps helped gives gave feels felt means
+    meant keeps kept can could will would brings brought reminds reminded gets got takes took
+    shows showed lets let does did seems seemed sounds sounded
+    """.split()
+)
+_NOT_GERUNDS = frozenset("something nothing anything everything morning evening thing".split())
+
+
+def _lower_first(text: str) -> str:
+    first = text.split(" ", 1)[0]
+    if first.lower() in STOPWORDS or first.lower() in GENERIC_WORDS:
+        return text[:1].lower() + text[1:]
+    return text
+
+
+def _compose(
+    said: str,
+    speaker: str,
+    addressee: str | None,
+    *,
+    third_person: bool,
+    compress: bool,
+    attribute: bool,
+) -> str:
+    """The summary form of one sentence: compressed, rewritten, attributed."""
+    text = said
+    if compress:
+        compact = _INTENSIFIER_RE.sub("", text).strip()
+        text = compact[:1].upper() + compact[1:] if compact else text
+    if third_person:
+        text = _rewrite(_add_subject(text), speaker, addressee)
+        if attribute and speaker not in text:
+            # Nobody the reader can place ("The stories were inspiring!"): say who said it.
+            text = f"{speaker}{ATTRIBUTION}{_lower_first(text)}"
+    if text and text[-1] not in ".!?":
+        text += "."
+    return text
+
+
+def _prepare(messages: Sequence[Message], opts: ExtractiveSummarizer) -> _Prepared:
     visible = [m for m in messages if m.role in ("user", "assistant") and not m.hidden]
     speakers = list(dict.fromkeys(_speaker_of(m) for m in visible))
     texts = [m.content for m in visible]
@@ -355,15 +504,19 @@ def _prepare(messages: Sequence[Message], *, third_person: bool, captions: bool)
     people = _People(names)
     sentences: list[SummarySentence] = []
     input_words = 0
-    previous_speaker: str | None = None
+    previous_other: dict[str, str] = {}  # speaker -> who spoke last before them
+    last_speaker: str | None = None
     for i, msg in enumerate(visible):
         speaker = _speaker_of(msg)
-        # In a dialogue "you" is whoever spoke last before this speaker; with
-        # exactly two speakers that is simply the other one.
+        if last_speaker is not None and last_speaker != speaker:
+            previous_other[speaker] = last_speaker
+        last_speaker = speaker
+        # In a dialogue "you" is the other speaker; in a group, whoever spoke
+        # last before this speaker.
         if len(speakers) == 2:
             addressee: str | None = speakers[1] if speaker == speakers[0] else speakers[0]
         else:
-            addressee = previous_speaker if previous_speaker != speaker else None
+            addressee = previous_other.get(speaker)
         text = clean_text(msg.content)
         input_words += len(text.split())
         for j, raw in enumerate(split_sentences(text)):
@@ -372,9 +525,14 @@ def _prepare(messages: Sequence[Message], *, third_person: bool, captions: bool)
                 continue
             terms = _content_terms(stripped, names)
             question = stripped.rstrip().endswith("?")
-            rewritten = _rewrite(stripped, speaker, addressee) if third_person else stripped
-            if rewritten and rewritten[-1] not in ".!?":
-                rewritten += "."
+            rewritten = _compose(
+                stripped,
+                speaker,
+                addressee,
+                third_person=opts.third_person,
+                compress=opts.compress,
+                attribute=opts.attribute,
+            )
             sentences.append(
                 SummarySentence(
                     text=rewritten,
@@ -384,10 +542,11 @@ def _prepare(messages: Sequence[Message], *, third_person: bool, captions: bool)
                     words=len(rewritten.split()),
                     candidate=not question and len(terms) >= _CONTENT_MIN,
                     source=stripped,
-                    weight=_disclosure(stripped),
+                    weight=_disclosure(stripped, opts.weights)
+                    * _specificity(stripped, names, opts.weights),
                 )
             )
-        caption = msg.metadata.get("image_caption") if captions else None
+        caption = msg.metadata.get("image_caption") if opts.captions else None
         if isinstance(caption, str) and caption.strip():
             cap = clean_text(caption).rstrip(".")
             if not cap.lower().startswith(("a photo", "an image", "a picture", "photo")):
@@ -406,23 +565,44 @@ def _prepare(messages: Sequence[Message], *, third_person: bool, captions: bool)
                     weight=0.8,
                 )
             )
-        if speaker != previous_speaker:
-            previous_speaker = speaker
     return _Prepared(sentences, speakers, names, input_words)
 
 
-def _disclosure(raw: str) -> float:
+def _disclosure(raw: str, weights: RankWeights) -> float:
     """How much a sentence tells about its speaker: "I went ..." beats "You're so sweet"."""
-    first = bool(_FIRST_PERSON_RE.search(raw))
-    second = bool(_SECOND_PERSON_RE.search(raw))
-    if first:
-        return 1.25
-    if second:
-        return 0.8
+    if _FIRST_PERSON_RE.search(raw):
+        return weights.first_person
+    if _SECOND_PERSON_RE.search(raw):
+        return weights.second_person
+    return 1.0
+
+
+_SPECIFIC_RE = re.compile(r"(?<=\w )[A-Z][a-z]+|\d")
+
+
+def _specificity(raw: str, names: frozenset[str], weights: RankWeights) -> float:
+    """Names of things, places and numbers mark facts worth keeping."""
+    for m in _SPECIFIC_RE.finditer(raw):
+        if m.group(0).lower() not in names:
+            return weights.specific
     return 1.0
 
 
 # ------------------------------------------------------------------ ranking
+
+
+@dataclass(frozen=True, slots=True)
+class RankWeights:
+    """How the extractive summarizer weighs a sentence (tuned on LoCoMo dialogues)."""
+
+    centrality: float = 0.6  # TextRank score, mean 1 over the session
+    coverage: float = 0.4  # sum of the session keyphrases the sentence contains (cap 3)
+    first_person: float = 1.25  # factor for "I/my/we" sentences: news about the speaker
+    second_person: float = 0.8  # factor for "you" sentences without "I": mostly reactions
+    specific: float = 1.0  # factor for sentences naming things or numbers
+    position: float = 0.15  # bonus for early sentences, falling linearly to 0 at the end
+    full_length: int = 6  # content words from which a sentence is not penalised as short
+    long_words: int = 40  # words above which a sentence is penalised as long
 
 
 def _tfidf(sentences: list[SummarySentence]) -> None:
@@ -447,16 +627,23 @@ def _textrank(sentences: list[SummarySentence]) -> np.ndarray[Any, np.dtype[np.f
     n = len(sentences)
     if n == 0:
         return np.zeros(0)
-    vocab: dict[str, int] = {}
-    for s in sentences:
-        for t in s.terms:
-            vocab.setdefault(t, len(vocab))
-    mat = np.zeros((n, max(len(vocab), 1)))
+    # Cosine similarities through an inverted index: sentences share few
+    # terms, and a small dense matrix product would go to a multi-threaded
+    # BLAS that is slower than this on a busy machine.
+    postings: dict[str, list[tuple[int, float]]] = {}
     for i, s in enumerate(sentences):
         for t, w in s.terms.items():
-            mat[i, vocab[t]] = w
-    sim = mat @ mat.T
-    np.fill_diagonal(sim, 0.0)
+            postings.setdefault(t, []).append((i, w))
+    sim = np.zeros((n, n))
+    for plist in postings.values():
+        if len(plist) < 2:
+            continue
+        for a in range(len(plist)):
+            i, wi = plist[a]
+            for b in range(a + 1, len(plist)):
+                j, wj = plist[b]
+                sim[i, j] += wi * wj
+    sim = sim + sim.T
     sim[sim < 0.05] = 0.0
     rows = sim.sum(axis=1, keepdims=True)
     trans = np.divide(sim, rows, out=np.full_like(sim, 1.0 / n), where=rows > 0)
@@ -484,7 +671,7 @@ def _keyphrase_weights(sentences: list[SummarySentence]) -> dict[tuple[str, ...]
     return out
 
 
-def _rank(prepared: _Prepared) -> list[SummarySentence]:
+def _rank(prepared: _Prepared, w: RankWeights) -> list[SummarySentence]:
     sentences = prepared.sentences
     graph = [s for s in sentences if s.terms]
     if not graph:
@@ -499,14 +686,18 @@ def _rank(prepared: _Prepared) -> list[SummarySentence]:
         terms = term_lists[id(s)]
         coverage = 0.0
         for key, weight in kp.items():
+            if key[0] not in s.terms:
+                continue
             n = len(key)
-            if any(tuple(terms[k : k + n]) == key for k in range(len(terms) - n + 1)):
+            if n == 1 or any(tuple(terms[k : k + n]) == key for k in range(len(terms) - n + 1)):
                 coverage += weight
         n_content = len(terms)
-        length = min(1.0, n_content / 6.0) * (1.0 if s.words <= 40 else 40.0 / s.words)
-        position = 1.0 + 0.15 * (1.0 - idx / total)
+        length = min(1.0, n_content / w.full_length)
+        if s.words > w.long_words:
+            length *= w.long_words / s.words
+        position = 1.0 + w.position * (1.0 - idx / total)
         s.score = (
-            (0.6 * float(central[idx]) + 0.4 * min(coverage, 3.0))
+            (w.centrality * float(central[idx]) + w.coverage * min(coverage, 3.0))
             * s.weight
             * length
             * position
@@ -571,7 +762,10 @@ class ExtractiveSummarizer:
     duplicate_threshold: float = 0.6  # a sentence this similar to a chosen one is skipped
     header: bool = True
     third_person: bool = True
-    captions: bool = True
+    compress: bool = True
+    attribute: bool = True
+    captions: bool = False
+    weights: RankWeights = field(default_factory=lambda: RankWeights())
     counter: TokenCounter | None = None
 
     def _counter(self) -> TokenCounter:
@@ -587,8 +781,8 @@ class ExtractiveSummarizer:
 
     def rank(self, messages: Sequence[Message]) -> list[SummarySentence]:
         """Every sentence worth summarizing with its salience score, in input order."""
-        prepared = _prepare(messages, third_person=self.third_person, captions=self.captions)
-        return [s for s in _rank(prepared) if s.candidate]
+        prepared = _prepare(messages, self)
+        return [s for s in _rank(prepared, self.weights) if s.candidate]
 
     def select(
         self,
@@ -605,11 +799,21 @@ class ExtractiveSummarizer:
         speakers = list(dict.fromkeys(s.speaker for s in ranked))
         pool = sorted(ranked, key=lambda s: (-s.score, s.order))
         top = pool[0].score if pool and pool[0].score > 0 else 1.0
+        # Highest similarity of each pool sentence to anything chosen so far,
+        # updated against the newest choice only.
+        redundancy_of: dict[int, float] = {id(s): 0.0 for s in pool}
+        newest: SummarySentence | None = None
         while pool:
+            if newest is not None:
+                for s in pool:
+                    sim = _similarity(s.terms, newest.terms)
+                    if sim > redundancy_of[id(s)]:
+                        redundancy_of[id(s)] = sim
+                newest = None
             best: SummarySentence | None = None
             best_value = -math.inf
             for s in pool:
-                redundancy = max((_similarity(s.terms, c.terms) for c in chosen), default=0.0)
+                redundancy = redundancy_of[id(s)]
                 if redundancy >= self.duplicate_threshold:
                     continue
                 # Keep both sides heard: a speaker already ahead by two gets a nudge down.
@@ -628,6 +832,7 @@ class ExtractiveSummarizer:
                 if self._counter().count(trial) > max_tokens:
                     continue
             chosen.append(best)
+            newest = best
             counts[best.speaker] = counts.get(best.speaker, 0) + 1
             words += best.words
             if words >= max_words:
@@ -648,8 +853,8 @@ class ExtractiveSummarizer:
             return rolling.update(messages, previous_summary=previous_summary)
         if max_tokens == 0:
             return ""
-        prepared = _prepare(messages, third_person=self.third_person, captions=self.captions)
-        ranked = [s for s in _rank(prepared) if s.candidate]
+        prepared = _prepare(messages, self)
+        ranked = [s for s in _rank(prepared, self.weights) if s.candidate]
         header = _header(messages, prepared.speakers) if self.header else ""
         if header and max_tokens is not None and self._counter().count(header) > max_tokens // 3:
             header = ""  # a tiny budget is better spent on content
@@ -681,30 +886,40 @@ def _join(prefix: str, sentences: Sequence[SummarySentence]) -> str:
 @dataclass(slots=True)
 class _Kept:
     sentence: SummarySentence
-    salience: float  # 0..1 within its block, raised when later blocks return to it
-    block: int
+    salience: float  # 0..1 within the block it came from
+    block: int  # negative for sentences of a summary loaded as text
+    central: float = 0.0  # 0..1 centrality among everything kept, refreshed each update
 
 
 @dataclass(slots=True)
 class RollingSummary:
     """A summary that is updated block by block and never exceeds ``max_tokens``.
 
-    Each :meth:`update` ranks only the new messages, merges their best
-    sentences into the kept ones and, while over budget, drops the sentence
-    with the lowest priority: salience minus an age penalty, so the oldest
-    of the least salient go first and a salient early fact survives. The
-    state lives in the object; given a ``previous_summary`` it did not write
-    (e.g. loaded from storage), it starts from that text's sentences.
+    Each :meth:`update` ranks only the new messages and merges their best
+    sentences into the kept ones; nothing is recomputed over the whole history.
+    While over budget it drops the sentence with the lowest priority:
+
+        priority = (salience in its block + centrality among the kept) / 2 - age penalty
+
+    The age penalty grows over ``horizon`` blocks and then stays flat, so the
+    oldest of the least salient sentences go first, while an early fact that
+    was salient, and that later talk keeps returning to (high centrality),
+    survives. The state lives in the object; given a ``previous_summary`` it
+    did not write (e.g. loaded from storage), it starts from that text.
     """
 
     max_tokens: int
     summarizer: ExtractiveSummarizer = field(default_factory=ExtractiveSummarizer)
-    age_weight: float = 0.35  # how much an old sentence loses against a new one
+    age_weight: float = 0.3  # priority an old sentence loses against a new one
+    horizon: int = 4  # blocks after which a sentence counts as fully old
     block_share: float = 0.5  # at most this share of the budget for one new block
-    reinforce: float = 0.15  # salience gained when a new block revisits a kept sentence
+    crowding: float = 0.2  # priority lost per better sentence kept from the same block
     _kept: list[_Kept] = field(default_factory=list)
     _blocks: int = 0
     _text: str = ""
+    # term -> number of blocks that mention it: what the whole conversation
+    # keeps talking about, kept up to date one block at a time.
+    _profile: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_budget(self.max_tokens)
@@ -721,23 +936,22 @@ class RollingSummary:
         block = self._blocks
         self._blocks += 1
         ranked = self.summarizer.rank(messages)
-        if ranked:
+        for term in {t for s in ranked for t in s.terms}:
+            self._profile[term] = self._profile.get(term, 0) + 1
+        if ranked and self.max_tokens > 0:
             share = max(1, int(self.max_tokens * self.block_share))
             # The delta: the block's own best sentences, about as many as a
-            # share of the budget holds (words ~ 0.75 tokens in English).
+            # share of the budget holds (a word is ~1.3 tokens in English).
             words = max(12, int(share * 0.75))
             words = min(words, self.summarizer.length_for(sum(s.words for s in ranked)))
             new = self.summarizer.select(ranked, max_words=words, max_tokens=share)
             top = max((s.score for s in new), default=1.0) or 1.0
             for s in new:
-                twin = self._twin(s)
-                if twin is not None:
-                    # Said again: keep the old wording, count it as more salient.
-                    twin.salience = min(1.5, twin.salience + self.reinforce)
-                    continue
+                if self._twin(s):
+                    continue  # said before: the kept wording stands
                 s.order = block * 1_000_000 + s.order % 1_000_000
-                self._kept.append(_Kept(s, 0.35 + 0.65 * (s.score / top), block))
-            self._reinforce(ranked, block)
+                self._kept.append(_Kept(s, 0.3 + 0.7 * (s.score / top), block))
+        self._refresh_centrality()
         self._evict(counter)
         return self._text
 
@@ -746,66 +960,64 @@ class RollingSummary:
     def _seed(self, summary: str) -> None:
         sentences = [s for s in split_sentences(clean_text(summary)) if s]
         self._kept = []
-        if not sentences:
-            self._blocks = 0
-            self._text = ""
-            return
-        prepared = [
-            SummarySentence(
-                text=s,
-                speaker="",
-                order=i,
-                terms={t: 1.0 for t in _content_terms(s, frozenset())},
-                words=len(s.split()),
-            )
-            for i, s in enumerate(sentences)
-        ]
-        graph = [p for p in prepared if p.terms]
-        _tfidf(graph)
-        central = _textrank(graph) if graph else np.zeros(0)
-        top = float(central.max()) if len(central) else 1.0
-        scores = {id(p): float(c) / top for p, c in zip(graph, central, strict=True)}
-        n = len(prepared)
-        for i, p in enumerate(prepared):
-            # Earlier sentences of a stored summary are treated as older.
-            self._kept.append(_Kept(p, 0.35 + 0.65 * scores.get(id(p), 0.0), -(n - i)))
         self._blocks = 0
-        self._text = " ".join(p.text for p in prepared)
+        n = len(sentences)
+        for i, text in enumerate(sentences):
+            terms = _content_terms(text, frozenset())
+            sentence = SummarySentence(
+                text=text, speaker="", order=i, terms={t: 1.0 for t in terms}, words=len(text.split())
+            )
+            # Without the old scores, later sentences of the stored summary
+            # count as newer and a little more salient.
+            self._kept.append(_Kept(sentence, 0.5 + 0.2 * (i + 1) / n, -self.horizon - (n - i)))
+        graph = [k.sentence for k in self._kept if k.sentence.terms]
+        _tfidf(graph)
+        self._text = " ".join(sentences)
 
-    def _twin(self, s: SummarySentence) -> _Kept | None:
+    def _twin(self, s: SummarySentence) -> bool:
         threshold = self.summarizer.duplicate_threshold
-        for kept in self._kept:
-            if _similarity(s.terms, kept.sentence.terms) >= threshold:
-                return kept
-        return None
+        return any(_similarity(s.terms, k.sentence.terms) >= threshold for k in self._kept)
 
-    def _reinforce(self, ranked: Sequence[SummarySentence], block: int) -> None:
-        block_terms: dict[str, float] = {}
-        for s in ranked:
-            for t in s.terms:
-                block_terms[t] = block_terms.get(t, 0.0) + 1.0
-        for kept in self._kept:
-            if kept.block >= block or not kept.sentence.terms:
-                continue
-            hits = sum(1 for t in kept.sentence.terms if block_terms.get(t, 0.0) >= 2)
-            if hits >= 2:
-                kept.salience = min(1.5, kept.salience + self.reinforce * hits / 4)
+    def _refresh_centrality(self) -> None:
+        # How much of the conversation so far is about this sentence's topics:
+        # the share of blocks that mention its terms, best term first.
+        blocks = max(self._blocks, 1)
+        values: list[float] = []
+        for k in self._kept:
+            spread = sorted((self._profile.get(t, 0) / blocks for t in k.sentence.terms), reverse=True)
+            values.append(sum(spread[:3]) / 3 if spread else 0.0)
+        top = max(values, default=0.0) or 1.0
+        for k, v in zip(self._kept, values, strict=True):
+            k.central = v / top
 
-    def _priority(self, kept: _Kept) -> float:
-        span = max(self._blocks - 1, 1)
-        age = (self._blocks - 1 - kept.block) / span
-        return kept.salience - self.age_weight * min(age, 1.0)
+    def _priorities(self) -> dict[int, float]:
+        # Within one block, the second-best kept sentence ranks below every
+        # block's best one: the summary keeps one fact from many moments
+        # rather than many facts from one.
+        by_block: dict[int, list[_Kept]] = {}
+        for k in self._kept:
+            by_block.setdefault(k.block, []).append(k)
+        out: dict[int, float] = {}
+        for items in by_block.values():
+            items.sort(key=lambda k: (-k.salience, k.sentence.order))
+            for rank, k in enumerate(items):
+                age = (self._blocks - 1 - k.block) / max(self.horizon, 1)
+                out[id(k)] = (
+                    (k.salience + k.central) / 2
+                    - self.age_weight * min(age, 1.0)
+                    - self.crowding * rank
+                )
+        return out
 
     def _evict(self, counter: TokenCounter) -> None:
         self._kept.sort(key=lambda k: (k.block, k.sentence.order))
         text = " ".join(k.sentence.text for k in self._kept)
         while self._kept and counter.count(text) > self.max_tokens:
-            victim = min(self._kept, key=lambda k: (self._priority(k), k.block, k.sentence.order))
+            priority = self._priorities()
+            victim = min(self._kept, key=lambda k: (priority[id(k)], k.block, k.sentence.order))
             self._kept.remove(victim)
             text = " ".join(k.sentence.text for k in self._kept)
-        if not self._kept:
-            text = ""
-        self._text = fit_to_budget(text, self.max_tokens, counter)
+        self._text = fit_to_budget(text, self.max_tokens, counter) if self._kept else ""
 
 
 # --------------------------------------------------------------------- LLM
