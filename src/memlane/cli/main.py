@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import typer
 
@@ -44,6 +45,17 @@ def _root(
 sessions.register(app)
 demo.register(app)
 bench.register(bench_app)
+
+
+@eval_app.command("summaries")
+def _eval_summaries(
+    files: list[Path] = typer.Argument(..., help="LoCoMo JSON files."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """ROUGE-1/2/L of memlane's session summaries vs LoCoMo's gold, beside a lead baseline."""
+    from memlane.eval.summaries import run_summaries_eval
+
+    print(run_summaries_eval(files, as_json))
 
 
 def main(argv: list[str] | None = None) -> None:
