@@ -1,0 +1,137 @@
+"""Recall commands: ``memlane reindex``, ``memlane eval locomo``, ``memlane bench search``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from memlane.cli.common import console, err_console, state
+
+
+@contextmanager
+def _progress() -> Iterator[Any]:
+    """A rich progress bar on stderr; yields a callback (what, done, total)."""
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err_console, transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def update(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = bar.add_task(what, total=total or None)
+        bar.update(tasks[what], completed=done, total=total or None)
+
+    with bar:
+        yield update
+
+
+def reindex_cmd(
+    ctx: typer.Context,
+    embedder: str | None = typer.Option(
+        None, "--embedder", help="Embedder spec to use from now on (default: the configured one)."
+    ),
+    batch: int = typer.Option(64, "--batch", min=1, help="Messages per embedding batch."),
+) -> None:
+    """Rebuild the keyword and vector indexes from the log (backfill, or switch embedders).
+
+    Stop other processes writing to the database first.
+    """
+    from memlane.search.recall import embedder_from_settings, vector_index_for
+    from memlane.search.reindex import reindex
+    from memlane.store import open_store
+
+    st = state(ctx)
+    settings = st.settings()
+    spec = embedder if embedder is not None else settings.embedder
+    model = embedder_from_settings(spec)
+    store = open_store(st.store or settings.storage_url(), durability=settings.durability)
+    try:
+        index = vector_index_for(store)
+        with _progress() as progress:
+            result = reindex(store, index, model, batch_size=batch, progress=progress)
+    finally:
+        store.close()
+    what = f"{result.embedded} vectors with {result.model.describe()}" if result.model else "no vectors"
+    console.print(f"reindexed {result.messages} messages: keyword index rebuilt, {what}")
+    if embedder is not None and embedder != settings.embedder:
+        console.print(
+            f"[yellow]note:[/yellow] set embedder: {embedder} in your config (or MEMLANE_EMBEDDER) "
+            "so memlane opens this database with the same embedder"
+        )
+
+
+def eval_locomo_cmd(
+    files: list[Path] = typer.Argument(..., help="LoCoMo conversation files (.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    embedder: str = typer.Option("minilm", "--embedder", help="Embedder spec."),
+    max_questions: int | None = typer.Option(
+        None, "--max-questions", min=1, help="Stop after this many questions (quick runs)."
+    ),
+) -> None:
+    """Retrieval quality on LoCoMo: Recall@1/5/10/20 and Hit@5 of mem.search, with baselines."""
+    from memlane.eval.locomo import CATEGORY_NAMES, evaluate
+
+    with _progress() as progress:
+        result = evaluate(files, embedder=embedder, max_questions=max_questions, progress=progress)
+    if as_json:
+        print(json.dumps(result))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"LoCoMo retrieval, {result['questions']} questions")
+    cols = ["recall@1", "recall@5", "recall@10", "recall@20", "hit@5"]
+    table.add_column("")
+    for c in cols:
+        table.add_column(c, justify="right")
+    table.add_row("hybrid", *(f"{result['overall'][c]:.3f}" for c in cols))
+    for name, scores in result["baselines"].items():
+        table.add_row(f"{name} only", *(f"{scores[c]:.3f}" for c in cols))
+    for cat, scores in result["by_category"].items():
+        table.add_row(
+            f"  cat {cat} {CATEGORY_NAMES[int(cat)]} ({scores['questions']})",
+            *(f"{scores[c]:.3f}" for c in cols),
+        )
+    console.print(table)
+    console.print(
+        f"ingest {result['ingest_msgs_per_s']} msgs/s (with embedding), search p50 "
+        f"{result['search_ms_p50']} ms, p95 {result['search_ms_p95']} ms"
+    )
+
+
+def bench_search_cmd(
+    messages: int = typer.Option(100_000, "--messages", min=1000, help="Messages of the one user."),
+    ingest: int = typer.Option(1000, "--ingest", min=10, help="Messages for the ingest figure."),
+    queries: int = typer.Option(200, "--queries", min=10, help="Queries to time."),
+    embedder: str = typer.Option("minilm", "--embedder", help="Embedder spec."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Search p50 over one user's messages, ingest msgs/s, and ChromaDB on the same vectors."""
+    from memlane.search.bench import chroma_available, run_search_bench
+
+    if not chroma_available():
+        err_console.print(
+            "chromadb is not installed, so the ChromaDB comparison is skipped; "
+            "install it with: pip install 'memlane[bench]'"
+        )
+    with _progress() as progress:
+        result = run_search_bench(
+            messages=messages, ingest=ingest, queries=queries, embedder_spec=embedder,
+            progress=progress,
+        )
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    console.print_json(json.dumps(result))
+
+
+def register(app: typer.Typer, eval_app: typer.Typer, bench_app: typer.Typer) -> None:
+    app.command("reindex")(reindex_cmd)
+    eval_app.command("locomo")(eval_locomo_cmd)
+    bench_app.command("search")(bench_search_cmd)
