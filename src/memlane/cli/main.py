@@ -45,6 +45,7 @@ def _root(
 sessions.register(app)
 demo.register(app)
 bench.register(bench_app)
+__import__("memlane.cli.recall", fromlist=["register"]).register(app, eval_app, bench_app)
 
 
 @eval_app.command("summaries")
