@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memlane import Memory
+from tests.pg_fixture import fresh_pg_store, pg_server, pg_url  # noqa: F401  (real PostgreSQL fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO_DIR = Path(os.environ.get("MEMLANE_LOCOMO_DIR", REPO.parent / "shared" / "data" / "locomo"))

@@ -1,0 +1,952 @@
+"""The PostgreSQL store: the same log as SQLite, for many processes on many hosts.
+
+Why these choices:
+- psycopg 3 with a connection pool; pooled connections run in autocommit and
+  every write is one explicit ``BEGIN ... COMMIT``, so reads cost one round trip.
+- An append locks its session row first (``FOR NO KEY UPDATE``). Appends to one
+  session therefore commit in id order — a reader paging by id never misses a
+  message that commits late — and ``message_count`` is a safe increment.
+  Appends to different sessions never wait for each other.
+- Read-modify-write of derived state (:meth:`update_derived`) holds a
+  transaction-scoped advisory lock on (session, kind), so concurrent summarizers
+  in different processes cannot lose each other's updates.
+- A transaction that failed before ``COMMIT`` was sent (dead pooled connection
+  after a server restart, deadlock, serialization failure) is retried; one that
+  lost its connection *during* ``COMMIT`` is reported, never blindly replayed,
+  because it may have committed.
+- Keyword search ranks with BM25 computed from the ``tsvector`` (same k1, b and
+  IDF formula as SQLite FTS5), not ``ts_rank_cd``: cover density has no IDF, so a
+  common word would count as much as a rare one and rankings would diverge from
+  the SQLite store's.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from memlane.errors import (
+    ConflictError,
+    CorruptRecordError,
+    InvalidInputError,
+    NotFoundError,
+    SessionNotFoundError,
+    StorageError,
+)
+from memlane.models import (
+    JSON,
+    SESSION_STATUSES,
+    Message,
+    MessageFilter,
+    Session,
+    SessionFilter,
+    Turn,
+)
+from memlane.store.base import KeywordHit, TurnRecord
+from memlane.store.postgres_schema import MIGRATIONS, TEXT_CONFIG
+from memlane.text import content_words
+
+T = TypeVar("T")
+Conn = psycopg.Connection[TupleRow]
+
+_SESSION_COLS = (
+    "id, tenant_id, user_id, agent_id, title, system_prompt, metadata, status, "
+    "created_at, updated_at, last_active_at, message_count"
+)
+_MESSAGE_COL_NAMES = (
+    "id", "session_id", "role", "content", "name", "tool_calls", "tool_call_id", "author_id",
+    "author_name", "turn_id", "created_at", "metadata", "importance", "pinned", "hidden",
+    "token_count",
+)
+_MESSAGE_COLS = ", ".join(_MESSAGE_COL_NAMES)
+_M_COLS = ", ".join("m." + c for c in _MESSAGE_COL_NAMES)
+_UPDATABLE_SESSION_FIELDS = frozenset(
+    {"title", "system_prompt", "metadata", "status", "user_id", "agent_id", "last_active_at"}
+)
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (tenant_id, session_id, role, content, name, tool_calls, tool_call_id, "
+    "author_id, author_name, turn_id, created_at, metadata, importance, pinned, hidden, token_count) "
+    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id"
+)
+_INSERT_TURN = (
+    "INSERT INTO turns (turn_id, tenant_id, session_id, user_message_id, assistant_message_id, "
+    "intent, action_name, job_refs, model_used, confidence_score, processing_time, resolved_query, "
+    "context_used, metadata, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+)
+# Deadlock and serialization failure: the transaction was rolled back, replaying it is safe.
+_RETRY_SQLSTATES = frozenset({"40001", "40P01"})
+_MIGRATION_LOCK = 0x6D656D6C616E65  # "memlane": one advisory lock id for schema changes
+
+# BM25 as SQLite FTS5 computes it (k1, b, and IDF clamped to a small positive value).
+_K1 = 1.2
+_B = 0.75
+#: Corpus statistics are recounted on every search below this many messages and cached
+#: for ``stats_ttl`` seconds above it (counting document frequencies costs a GIN scan).
+_EXACT_STATS_BELOW = 5_000
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _json_object(value: Any, table: str, row_id: object, column: str) -> JSON:
+    if not isinstance(value, dict):
+        raise CorruptRecordError(table, row_id, f"column {column} is not a JSON object")
+    return value
+
+
+def row_to_session(row: Sequence[Any]) -> Session:
+    return Session(
+        id=row[0],
+        tenant_id=row[1],
+        user_id=row[2],
+        agent_id=row[3],
+        title=row[4],
+        system_prompt=row[5],
+        metadata=_json_object(row[6], "sessions", row[0], "metadata"),
+        status=row[7],
+        created_at=_utc(row[8]),
+        updated_at=_utc(row[9]),
+        last_active_at=_utc(row[10]),
+        message_count=int(row[11]),
+    )
+
+
+def row_to_message(row: Sequence[Any]) -> Message:
+    tool_calls = row[5]
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise CorruptRecordError("messages", row[0], "tool_calls is not a JSON array")
+    return Message(
+        id=int(row[0]),
+        session_id=row[1],
+        role=row[2],
+        content=row[3],
+        name=row[4],
+        tool_calls=tool_calls,
+        tool_call_id=row[6],
+        author_id=row[7],
+        author_name=row[8],
+        turn_id=row[9],
+        created_at=_utc(row[10]),
+        metadata=_json_object(row[11], "messages", row[0], "metadata"),
+        importance=float(row[12]),
+        pinned=bool(row[13]),
+        hidden=bool(row[14]),
+        token_count=row[15],
+    )
+
+
+def tsquery_literal(lexemes: Sequence[str]) -> str:
+    """An OR-query of exact lexemes in tsquery syntax (quotes and backslashes escaped)."""
+    quoted = ("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
+    return " | ".join(quoted)
+
+
+def fts5_idf(n_docs: int, df: int) -> float:
+    """FTS5's IDF: log((N - df + 0.5) / (df + 0.5)), never below 1e-6."""
+    return max(1e-6, math.log((n_docs - df + 0.5) / (df + 0.5))) if n_docs > 0 else 1e-6
+
+
+def _redact(url: str) -> str:
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://?"
+    host, db, user = info.get("host", ""), info.get("dbname", ""), info.get("user", "")
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{user}{'@' if user else ''}{host}{port}/{db}"
+
+
+class PostgresStore:
+    """A Store on PostgreSQL (14+; tested on 18). ``url`` is any libpq URL or DSN."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 10.0,
+        retry_seconds: float = 10.0,
+        stats_ttl: float = 30.0,
+        application_name: str = "memlane",
+    ) -> None:
+        self.url = url
+        self._retry_seconds = retry_seconds
+        self._stats_ttl = stats_ttl
+        self._stats_lock = threading.Lock()
+        self._corpus: tuple[float, int, float] | None = None  # (fetched_at, N, avgdl)
+        self._df: dict[str, tuple[float, int]] = {}
+        self._closed = False
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            name="memlane",
+            kwargs={
+                "autocommit": True,
+                "application_name": application_name,
+                # timestamptz comes back in UTC whatever the server's default zone is
+                "options": "-c timezone=UTC",
+            },
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except psycopg.Error as exc:
+            self._pool.close()
+            raise StorageError(f"cannot connect to PostgreSQL {_redact(url)}: {exc}") from exc
+        try:
+            self._migrate()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # ------------------------------------------------------------ plumbing
+
+    @property
+    def pool(self) -> ConnectionPool[Conn]:
+        """The connection pool, for components that keep their own tables (vectors, notes)."""
+        return self._pool
+
+    def _translate(self, exc: psycopg.Error, committing: bool) -> Exception:
+        where = _redact(self.url)
+        if isinstance(exc, psycopg.errors.UniqueViolation):
+            return ConflictError(str(exc).strip())
+        if isinstance(exc, psycopg.errors.ForeignKeyViolation):
+            return ConflictError(str(exc).strip())
+        if isinstance(exc, psycopg.DataError | psycopg.errors.UntranslatableCharacter):
+            return InvalidInputError(
+                f"PostgreSQL cannot store this value: {str(exc).strip()} "
+                "(text and JSON there may not contain NUL characters; remove them first)"
+            )
+        if committing and isinstance(exc, psycopg.OperationalError):
+            return StorageError(
+                f"PostgreSQL {where}: connection lost during COMMIT, the write may or may not "
+                f"have been saved; check before retrying ({exc})"
+            )
+        return StorageError(f"PostgreSQL {where}: {str(exc).strip()}")
+
+    def _run(self, fn: Callable[[Conn], T], *, write: bool) -> T:
+        if self._closed:
+            raise StorageError("this PostgresStore is closed")
+        deadline = time.monotonic() + self._retry_seconds
+        delay = 0.01
+        while True:
+            committing = False
+            try:
+                with self._pool.connection() as conn:
+                    if not write:
+                        return fn(conn)
+                    conn.execute("BEGIN")
+                    try:
+                        result = fn(conn)
+                    except BaseException:
+                        if not conn.broken:
+                            conn.execute("ROLLBACK")
+                        raise
+                    committing = True
+                    conn.execute("COMMIT")
+                    return result
+            except psycopg.Error as exc:
+                transient = exc.sqlstate in _RETRY_SQLSTATES or (
+                    isinstance(exc, psycopg.OperationalError) and not committing
+                )
+                if transient and time.monotonic() + delay < deadline:
+                    if isinstance(exc, psycopg.OperationalError):
+                        self._pool.check()  # drop the other dead connections too
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.5)
+                    continue
+                raise self._translate(exc, committing) from exc
+
+    def write(self, fn: Callable[[Conn], T]) -> T:
+        """Run ``fn`` in one transaction (retried when that is safe)."""
+        return self._run(fn, write=True)
+
+    def read(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        def run(conn: Conn) -> list[Any]:
+            return conn.execute(query, params).fetchall()  # type: ignore[arg-type]
+
+        return self._run(run, write=False)
+
+    def _migrate(self) -> None:
+        def run(conn: Conn) -> None:
+            # serialises concurrent first starts; released at COMMIT
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+            newest_known = max(MIGRATIONS)
+            if done and max(done) > newest_known:
+                raise StorageError(
+                    f"database {_redact(self.url)} has schema version {max(done)}, newer than this "
+                    f"memlane ({newest_known}); upgrade memlane"
+                )
+            for version in sorted(MIGRATIONS):
+                if version in done:
+                    continue
+                name, script = MIGRATIONS[version]
+                conn.execute(script.encode())  # several statements: simple query protocol
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+                )
+
+        self.write(run)
+
+    def schema_versions(self) -> list[int]:
+        return [r[0] for r in self.read("SELECT version FROM schema_migrations ORDER BY version")]
+
+    # ------------------------------------------------------------ sessions
+
+    def create_session(self, session: Session) -> Session:
+        if session.status not in SESSION_STATUSES:
+            raise InvalidInputError(f"status must be one of {sorted(SESSION_STATUSES)}")
+
+        def run(conn: Conn) -> None:
+            cur = conn.execute(
+                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,0) "
+                "ON CONFLICT (id) DO NOTHING",
+                (
+                    session.id, session.tenant_id, session.user_id, session.agent_id,
+                    session.title, session.system_prompt, Jsonb(session.metadata), session.status,
+                    _aware(session.created_at), _aware(session.updated_at),
+                    _aware(session.last_active_at),
+                ),
+            )
+            if cur.rowcount == 0:
+                raise ConflictError(f"session {session.id!r} already exists")
+
+        self.write(run)
+        session.message_count = 0
+        return session
+
+    def get_session(self, session_id: str) -> Session | None:
+        rows = self.read(f"SELECT {_SESSION_COLS} FROM sessions WHERE id = %s", (session_id,))
+        return row_to_session(rows[0]) if rows else None
+
+    def update_session(self, session_id: str, **changes: Any) -> Session:
+        bad = set(changes) - _UPDATABLE_SESSION_FIELDS
+        if bad:
+            raise InvalidInputError(f"cannot update session field(s) {sorted(bad)}")
+        if "status" in changes and changes["status"] not in SESSION_STATUSES:
+            raise InvalidInputError(f"status must be one of {sorted(SESSION_STATUSES)}")
+        sets: list[sql.Composable] = [sql.SQL("updated_at = now()")]
+        params: list[Any] = []
+        for key, value in changes.items():
+            sets.append(sql.SQL("{} = %s").format(sql.Identifier(key)))
+            if key == "metadata":
+                value = Jsonb(value)
+            elif key == "last_active_at":
+                value = _aware(value)
+            params.append(value)
+        stmt = sql.SQL("UPDATE sessions SET {} WHERE id = %s RETURNING {}").format(
+            sql.SQL(", ").join(sets), sql.SQL(_SESSION_COLS)
+        )
+
+        def run(conn: Conn) -> Session:
+            row = conn.execute(stmt, (*params, session_id)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id)
+            return row_to_session(row)
+
+        return self.write(run)
+
+    def list_sessions(
+        self, flt: SessionFilter, *, limit: int = 50, offset: int = 0
+    ) -> list[Session]:
+        where, params = _session_where(flt)
+        rows = self.read(
+            f"SELECT {_SESSION_COLS} FROM sessions {where} "
+            "ORDER BY last_active_at DESC, id LIMIT %s OFFSET %s",
+            (*params, int(limit), int(offset)),
+        )
+        return [row_to_session(r) for r in rows]
+
+    def delete_session(self, session_id: str) -> bool:
+        def run(conn: Conn) -> bool:
+            return conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount > 0
+
+        return self.write(run)
+
+    def sessions_inactive_before(self, cutoff: datetime, *, limit: int = 10_000) -> list[str]:
+        rows = self.read(
+            "SELECT id FROM sessions WHERE last_active_at < %s ORDER BY last_active_at LIMIT %s",
+            (_aware(cutoff), limit),
+        )
+        return [r[0] for r in rows]
+
+    # ------------------------------------------------------------ messages
+
+    @staticmethod
+    def _insert_messages(
+        conn: Conn, tenant_id: str, session_id: str, messages: Sequence[Message]
+    ) -> list[Message]:
+        params = [
+            (
+                tenant_id, session_id, m.role, m.content, m.name,
+                Jsonb(m.tool_calls) if m.tool_calls else None, m.tool_call_id, m.author_id,
+                m.author_name, m.turn_id, _aware(m.created_at), Jsonb(m.metadata), m.importance,
+                m.pinned, m.hidden, m.token_count,
+            )
+            for m in messages
+        ]
+        cur = conn.cursor()
+        # one round trip for all rows (pipelined); RETURNING keeps the input order
+        cur.executemany(_INSERT_MESSAGE, params, returning=True)
+        ids: list[int] = []
+        while True:
+            row = cur.fetchone()
+            assert row is not None
+            ids.append(int(row[0]))
+            if not cur.nextset():
+                break
+        calls = [
+            (tenant_id, session_id, call["id"], new_id)
+            for msg, new_id in zip(messages, ids, strict=True)
+            for call in msg.tool_calls or ()
+        ]
+        if calls:
+            cur.executemany(
+                "INSERT INTO tool_call_ids (tenant_id, session_id, call_id, message_id) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (session_id, call_id) "
+                "DO UPDATE SET message_id = excluded.message_id",
+                calls,
+            )
+        return [m.with_(id=i, session_id=session_id) for m, i in zip(messages, ids, strict=True)]
+
+    @staticmethod
+    def _insert_turn(
+        conn: Conn, tenant_id: str, session_id: str, turn: TurnRecord, user: Message, bot: Message
+    ) -> None:
+        conn.execute(
+            _INSERT_TURN,
+            (
+                turn.turn_id, tenant_id, session_id, user.id, bot.id, turn.intent,
+                turn.action_name, Jsonb(list(turn.job_refs)), turn.model_used,
+                turn.confidence_score, turn.processing_time, turn.resolved_query,
+                turn.context_used, Jsonb(turn.metadata or {}), _aware(user.created_at),
+            ),
+        )
+
+    @staticmethod
+    def _lock_session(conn: Conn, session_id: str) -> str:
+        """Lock the session row for this transaction; returns its tenant."""
+        row = conn.execute(
+            "SELECT tenant_id FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return str(row[0])
+
+    def append(
+        self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None
+    ) -> list[Message]:
+        if not messages:
+            if self.get_session(session_id) is None:
+                raise SessionNotFoundError(session_id)
+            return []
+        # Activity follows the messages' own time, so imported history ages correctly.
+        last_at = max(_aware(m.created_at) for m in messages)
+
+        def run(conn: Conn) -> list[Message]:
+            tenant = self._lock_session(conn, session_id)
+            stored = self._insert_messages(conn, tenant, session_id, messages)
+            if turn is not None:
+                self._insert_turn(conn, tenant, session_id, turn, stored[0], stored[-1])
+            conn.execute(
+                "UPDATE sessions SET message_count = message_count + %s, updated_at = now(), "
+                "last_active_at = GREATEST(last_active_at, %s) WHERE id = %s",
+                (len(stored), last_at, session_id),
+            )
+            return stored
+
+        return self.write(run)
+
+    def restore_session(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        turns: Sequence[tuple[TurnRecord, int, int]],
+        *,
+        derived: Mapping[str, JSON] | None = None,
+    ) -> None:
+        """Write a whole session exactly as given, in one transaction.
+
+        ``derived`` (an extension of the Protocol) restores derived state in the same
+        transaction, so a migration interrupted at any point leaves whole sessions only.
+        """
+
+        def run(conn: Conn) -> None:
+            cur = conn.execute(
+                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+                "ON CONFLICT (id) DO NOTHING",
+                (
+                    session.id, session.tenant_id, session.user_id, session.agent_id,
+                    session.title, session.system_prompt, Jsonb(session.metadata),
+                    session.status, _aware(session.created_at), _aware(session.updated_at),
+                    _aware(session.last_active_at), len(messages),
+                ),
+            )
+            if cur.rowcount == 0:
+                raise ConflictError(f"session {session.id!r} already exists")
+            stored = (
+                self._insert_messages(conn, session.tenant_id, session.id, messages)
+                if messages else []
+            )
+            for record, ui, ai in turns:
+                self._insert_turn(conn, session.tenant_id, session.id, record, stored[ui], stored[ai])
+            for kind, value in (derived or {}).items():
+                conn.execute(
+                    "INSERT INTO derived (tenant_id, session_id, kind, value, updated_at) "
+                    "VALUES (%s, %s, %s, %s, now())",
+                    (session.tenant_id, session.id, kind, Jsonb(value)),
+                )
+
+        self.write(run)
+
+    def recent_messages(
+        self,
+        session_id: str,
+        limit: int,
+        *,
+        before_id: int | None = None,
+        include_hidden: bool = False,
+    ) -> list[Message]:
+        query = f"SELECT {_MESSAGE_COLS} FROM messages WHERE session_id = %s"
+        params: list[Any] = [session_id]
+        if before_id is not None:
+            query += " AND id < %s"
+            params.append(before_id)
+        if not include_hidden:
+            query += " AND NOT hidden"
+        query += " ORDER BY id DESC LIMIT %s"
+        params.append(int(limit))
+        return [row_to_message(r) for r in self.read(query, params)]
+
+    def iter_messages(
+        self,
+        session_id: str | None = None,
+        *,
+        after_id: int = 0,
+        batch: int = 500,
+        include_hidden: bool = True,
+    ) -> Iterator[Message]:
+        last = after_id
+        while True:
+            query = f"SELECT {_MESSAGE_COLS} FROM messages WHERE id > %s"
+            params: list[Any] = [last]
+            if session_id is not None:
+                query += " AND session_id = %s"
+                params.append(session_id)
+            if not include_hidden:
+                query += " AND NOT hidden"
+            query += " ORDER BY id LIMIT %s"
+            params.append(batch)
+            rows = self.read(query, params)
+            if not rows:
+                return
+            for row in rows:
+                yield row_to_message(row)
+            last = rows[-1][0]
+
+    def get_messages(self, ids: Sequence[int]) -> list[Message]:
+        id_list = [int(i) for i in ids]
+        if not id_list:
+            return []
+        rows = self.read(f"SELECT {_MESSAGE_COLS} FROM messages WHERE id = ANY(%s)", (id_list,))
+        order = {mid: i for i, mid in enumerate(id_list)}
+        out = [row_to_message(r) for r in rows]
+        out.sort(key=lambda m: order.get(m.id or 0, 0))
+        return out
+
+    def update_message(
+        self,
+        message_id: int,
+        *,
+        importance: float | None = None,
+        pinned: bool | None = None,
+        metadata: JSON | None = None,
+    ) -> Message:
+        sets: list[str] = []
+        params: list[Any] = []
+        if importance is not None:
+            if not 0.0 <= importance <= 1.0:
+                raise InvalidInputError("importance must be in 0..1")
+            sets.append("importance = %s")
+            params.append(float(importance))
+        if pinned is not None:
+            sets.append("pinned = %s")
+            params.append(bool(pinned))
+        if metadata is not None:
+            sets.append("metadata = %s")
+            params.append(Jsonb(metadata))
+        if sets:
+            def run(conn: Conn) -> Any:
+                return conn.execute(
+                    f"UPDATE messages SET {', '.join(sets)} WHERE id = %s RETURNING {_MESSAGE_COLS}",
+                    (*params, message_id),
+                ).fetchone()
+
+            row = self.write(run)
+            if row is None:
+                raise NotFoundError(f"message {message_id} does not exist")
+            return row_to_message(row)
+        found = self.get_messages([message_id])
+        if not found:
+            raise NotFoundError(f"message {message_id} does not exist")
+        return found[0]
+
+    def hide_messages(self, session_id: str, *, up_to_id: int | None = None) -> int:
+        def run(conn: Conn) -> int:
+            query = "UPDATE messages SET hidden = true WHERE session_id = %s AND NOT hidden"
+            params: list[Any] = [session_id]
+            if up_to_id is not None:
+                query += " AND id <= %s"
+                params.append(up_to_id)
+            return conn.execute(query, params).rowcount
+
+        return self.write(run)
+
+    def delete_messages(self, ids: Sequence[int]) -> int:
+        id_list = sorted({int(i) for i in ids})
+        if not id_list:
+            return 0
+
+        def run(conn: Conn) -> int:
+            rows = conn.execute(
+                "DELETE FROM messages WHERE id = ANY(%s) RETURNING session_id", (id_list,)
+            ).fetchall()
+            per_session: dict[str, int] = {}
+            for (sid,) in rows:
+                per_session[sid] = per_session.get(sid, 0) + 1
+            for sid in sorted(per_session):  # one lock order everywhere: no deadlocks
+                conn.execute(
+                    "UPDATE sessions SET message_count = message_count - %s WHERE id = %s",
+                    (per_session[sid], sid),
+                )
+            return len(rows)
+
+        return self.write(run)
+
+    def count_messages(self, session_id: str | None = None) -> int:
+        if session_id is None:
+            return int(self.read("SELECT count(*) FROM messages")[0][0])
+        return int(
+            self.read("SELECT count(*) FROM messages WHERE session_id = %s", (session_id,))[0][0]
+        )
+
+    def find_tool_call(self, session_id: str, tool_call_id: str) -> bool:
+        rows = self.read(
+            "SELECT 1 FROM tool_call_ids WHERE session_id = %s AND call_id = %s",
+            (session_id, tool_call_id),
+        )
+        return bool(rows)
+
+    # ------------------------------------------------------------ turns
+
+    def list_turns(self, session_id: str, *, limit: int = 50) -> list[Turn]:
+        rows = self.read(
+            "SELECT turn_id, user_message_id, assistant_message_id, intent, action_name, "
+            "job_refs, model_used, confidence_score, processing_time, resolved_query, "
+            "context_used, metadata, created_at FROM turns WHERE session_id = %s "
+            "ORDER BY created_at DESC, seq DESC LIMIT %s",
+            (session_id, limit),
+        )
+        ids = [r[1] for r in rows] + [r[2] for r in rows]
+        by_id = {m.id: m for m in self.get_messages([i for i in ids if i is not None])}
+        turns: list[Turn] = []
+        for r in reversed(rows):
+            user, assistant = by_id.get(r[1]), by_id.get(r[2])
+            if user is None or assistant is None:
+                continue  # one side was forgotten; the turn is no longer whole
+            turns.append(
+                Turn(
+                    turn_id=r[0],
+                    session_id=session_id,
+                    user_message=user,
+                    assistant_message=assistant,
+                    intent=r[3],
+                    action_name=r[4],
+                    job_refs=list(r[5] or []),
+                    model_used=r[6],
+                    confidence_score=r[7],
+                    processing_time=r[8],
+                    resolved_query=r[9],
+                    context_used=r[10],
+                    metadata=r[11] or {},
+                    created_at=_utc(r[12]),
+                )
+            )
+        return turns
+
+    # ------------------------------------------------------------ keyword index
+
+    def _corpus_stats(self, conn: Conn, lexemes: Sequence[str]) -> tuple[int, float, dict[str, int]]:
+        """N, average document length (in lexemes) and document frequencies for BM25."""
+        now = time.monotonic()
+        with self._stats_lock:
+            corpus = self._corpus
+            fresh = corpus is not None and corpus[1] >= _EXACT_STATS_BELOW and now - corpus[0] < self._stats_ttl
+            cached = {
+                lex: hit[1] for lex in lexemes
+                if fresh and (hit := self._df.get(lex)) is not None and now - hit[0] < self._stats_ttl
+            }
+        if not fresh:
+            row = conn.execute("SELECT count(*), avg(length(tsv)) FROM messages").fetchone()
+            assert row is not None
+            corpus = (now, int(row[0]), float(row[1] or 1.0))
+        assert corpus is not None
+        missing = [lex for lex in lexemes if lex not in cached]
+        if missing:
+            rows = conn.execute(
+                "SELECT q.lex, (SELECT count(*) FROM messages m WHERE m.tsv @@ q.query::tsquery) "
+                "FROM unnest(%s::text[], %s::text[]) AS q(lex, query)",
+                (missing, [tsquery_literal([lex]) for lex in missing]),
+            ).fetchall()
+            cached.update({r[0]: int(r[1]) for r in rows})
+        with self._stats_lock:
+            self._corpus = corpus
+            if corpus[1] >= _EXACT_STATS_BELOW:
+                for lex in missing:
+                    self._df[lex] = (now, cached[lex])
+                if len(self._df) > 50_000:
+                    self._df.clear()
+        return corpus[1], max(corpus[2], 1.0), cached
+
+    def keyword_search(
+        self, query: str, flt: MessageFilter, *, limit: int = 50
+    ) -> list[KeywordHit]:
+        words = list(dict.fromkeys(content_words(query)))
+        if not words:
+            return []
+        where, params = _message_where(flt)
+        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id is not None or flt.agent_id is not None else ""
+
+        def run(conn: Conn) -> list[KeywordHit]:
+            rows = conn.execute(
+                "SELECT DISTINCT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))",
+                (TEXT_CONFIG, " ".join(words)),
+            ).fetchall()
+            lexemes = sorted(r[0] for r in rows)
+            if not lexemes:
+                return []  # only stopwords of the text-search config
+            n_docs, avgdl, df = self._corpus_stats(conn, lexemes)
+            idf = [fts5_idf(n_docs, df.get(lex, 0)) for lex in lexemes]
+            hits = conn.execute(
+                f"""
+                WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[]))
+                SELECT {_M_COLS}, sc.score
+                FROM messages m {join}
+                CROSS JOIN LATERAL (
+                    SELECT sum(q.idf * (t.tf * %s) / (t.tf + %s * (1 - %s + %s * length(m.tsv) / %s)))
+                        AS score
+                    FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+                          FROM unnest(m.tsv) u) t
+                    JOIN q ON q.lexeme = t.lexeme
+                ) sc
+                WHERE m.tsv @@ %s::tsquery {where}
+                ORDER BY sc.score DESC, m.id
+                LIMIT %s
+                """,
+                (
+                    lexemes, idf, _K1 + 1, _K1, _B, _B, avgdl, tsquery_literal(lexemes),
+                    *params, int(limit),
+                ),
+            ).fetchall()
+            return [KeywordHit(row_to_message(r[:16]), float(r[16])) for r in hits]
+
+        return self._run(run, write=False)
+
+    def rebuild_keyword_index(self) -> int:
+        """The tsvector is a generated column, so it cannot drift; rebuild the GIN index itself."""
+
+        def run(conn: Conn) -> int:
+            conn.execute("REINDEX INDEX messages_tsv")
+            row = conn.execute("SELECT count(*) FROM messages").fetchone()
+            assert row is not None
+            return int(row[0])
+
+        count = self.write(run)
+        with self._stats_lock:
+            self._corpus = None
+            self._df.clear()
+        return count
+
+    # ------------------------------------------------------------ derived
+
+    def put_derived(self, session_id: str, kind: str, value: JSON) -> None:
+        def run(conn: Conn) -> int:
+            return conn.execute(
+                "INSERT INTO derived (tenant_id, session_id, kind, value, updated_at) "
+                "SELECT tenant_id, id, %s, %s, now() FROM sessions WHERE id = %s "
+                "ON CONFLICT (session_id, kind) "
+                "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                (kind, Jsonb(value), session_id),
+            ).rowcount
+
+        try:
+            written = self.write(run)
+        except ConflictError as exc:  # FK violation: the session went away meanwhile
+            raise SessionNotFoundError(session_id) from exc
+        if written == 0:
+            raise SessionNotFoundError(session_id)
+
+    def get_derived(self, session_id: str, kind: str) -> JSON | None:
+        rows = self.read(
+            "SELECT value FROM derived WHERE session_id = %s AND kind = %s", (session_id, kind)
+        )
+        if not rows:
+            return None
+        value = rows[0][0]
+        return value if isinstance(value, dict) else None
+
+    def list_derived(self, session_id: str) -> dict[str, JSON]:
+        """Every derived record of a session by kind (for export and migration)."""
+        rows = self.read("SELECT kind, value FROM derived WHERE session_id = %s", (session_id,))
+        return {r[0]: r[1] for r in rows if isinstance(r[1], dict)}
+
+    def update_derived(
+        self, session_id: str, kind: str, fn: Callable[[JSON | None], JSON | None]
+    ) -> JSON | None:
+        """Read-modify-write one derived record atomically across processes.
+
+        ``fn`` gets the current value (or None) and returns the new one (None deletes).
+        A transaction-scoped advisory lock on (session, kind) serialises writers
+        without blocking appends to the session.
+        """
+
+        def run(conn: Conn) -> JSON | None:
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{session_id}\x1f{kind}",)
+            )
+            row = conn.execute(
+                "SELECT value FROM derived WHERE session_id = %s AND kind = %s", (session_id, kind)
+            ).fetchone()
+            new = fn(row[0] if row is not None and isinstance(row[0], dict) else None)
+            if new is None:
+                conn.execute("DELETE FROM derived WHERE session_id = %s AND kind = %s", (session_id, kind))
+                return None
+            written = conn.execute(
+                "INSERT INTO derived (tenant_id, session_id, kind, value, updated_at) "
+                "SELECT tenant_id, id, %s, %s, now() FROM sessions WHERE id = %s "
+                "ON CONFLICT (session_id, kind) "
+                "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                (kind, Jsonb(new), session_id),
+            ).rowcount
+            if written == 0:
+                raise SessionNotFoundError(session_id)
+            return new
+
+        return self.write(run)
+
+    def delete_derived(self, session_id: str, kind: str | None = None) -> int:
+        def run(conn: Conn) -> int:
+            if kind is None:
+                return conn.execute("DELETE FROM derived WHERE session_id = %s", (session_id,)).rowcount
+            return conn.execute(
+                "DELETE FROM derived WHERE session_id = %s AND kind = %s", (session_id, kind)
+            ).rowcount
+
+        return self.write(run)
+
+    # ------------------------------------------------------------ housekeeping
+
+    def stats(self) -> dict[str, Any]:
+        row = self.read(
+            "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages), "
+            "(SELECT coalesce(sum(token_count), 0) FROM messages), (SELECT count(*) FROM turns), "
+            "(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            " JOIN pg_namespace n ON n.oid = c.relnamespace "
+            " WHERE c.relkind = 'r' AND n.nspname = current_schema()), "
+            "(SELECT max(version) FROM schema_migrations)"
+        )[0]
+        return {
+            "backend": "postgres",
+            "url": _redact(self.url),
+            "sessions": int(row[0]),
+            "messages": int(row[1]),
+            "tokens": int(row[2]),
+            "turns": int(row[3]),
+            "bytes": int(row[4]),
+            "schema_version": int(row[5]),
+        }
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.close()
+
+
+def _session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for col in ("user_id", "agent_id", "tenant_id", "status"):
+        value = getattr(flt, col)
+        if value is not None:
+            clauses.append(f"{col} = %s")
+            params.append(value)
+    for key, value in flt.metadata.items():
+        # like SQLite's json_extract(metadata, '$.a.b'): dots address nested objects
+        nested: Any = value
+        for part in reversed(key.split(".")):
+            nested = {part: nested}
+        clauses.append("metadata @> %s")
+        params.append(Jsonb(nested))
+    if flt.active_since is not None:
+        clauses.append("last_active_at >= %s")
+        params.append(_aware(flt.active_since))
+    if flt.inactive_before is not None:
+        clauses.append("last_active_at < %s")
+        params.append(_aware(flt.inactive_before))
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _message_where(flt: MessageFilter) -> tuple[str, list[Any]]:
+    """Extra AND-clauses on messages m (joined with sessions s for user/agent filters)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if flt.session_id is not None:
+        clauses.append("m.session_id = %s")
+        params.append(flt.session_id)
+    if flt.tenant_id is not None:
+        clauses.append("m.tenant_id = %s")
+        params.append(flt.tenant_id)
+    for col in ("user_id", "agent_id"):
+        value = getattr(flt, col)
+        if value is not None:
+            clauses.append(f"s.{col} = %s")
+            params.append(value)
+    if flt.roles:
+        clauses.append("m.role = ANY(%s)")
+        params.append(list(flt.roles))
+    if flt.authors:
+        clauses.append("(m.author_id = ANY(%s) OR m.author_name = ANY(%s))")
+        params.extend([list(flt.authors), list(flt.authors)])
+    if flt.since is not None:
+        clauses.append("m.created_at >= %s")
+        params.append(_aware(flt.since))
+    if flt.until is not None:
+        clauses.append("m.created_at <= %s")
+        params.append(_aware(flt.until))
+    if not flt.include_hidden:
+        clauses.append("NOT m.hidden")
+    return ("AND " + " AND ".join(clauses) if clauses else ""), params

