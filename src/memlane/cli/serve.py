@@ -1,0 +1,188 @@
+"""`memlane serve`, `memlane mcp`, `memlane keys ...`, `memlane chat`, `memlane bench serve`.
+
+The server parts are an extra (``pip install 'memlane[server]'``); they are
+imported inside the commands so the rest of the CLI works without them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import typer
+
+from memlane.cli.common import CliState, console, err_console, state
+from memlane.errors import ConfigError, MissingExtraError
+
+keys_app = typer.Typer(help="API keys of the server: each key maps to one tenant.", no_args_is_help=True)
+
+
+def _need_server_extra() -> None:
+    for module in ("fastapi", "uvicorn", "mcp", "prometheus_client"):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise MissingExtraError("the memlane server", "server") from exc
+
+
+def _open(ctx: typer.Context, store: str | None) -> Any:
+    st = state(ctx)
+    return CliState(store=store or st.store, config=st.config).open()
+
+
+def decide_auth(host: str, has_keys: bool, flag: bool | None) -> bool:
+    """Whether API keys are required. No-auth is only ever allowed on a loopback bind."""
+    from memlane.server.app import is_loopback
+
+    loopback = is_loopback(host)
+    if flag is False:
+        if not loopback:
+            raise ConfigError(
+                f"--no-auth is only allowed on a loopback address (127.0.0.1), not {host!r}; "
+                "create a key with: memlane keys create --tenant NAME"
+            )
+        return False
+    if flag is True or has_keys:
+        return True
+    if loopback:
+        return False
+    raise ConfigError(
+        f"refusing to serve on {host!r} without API keys: anyone who can reach it could read "
+        "every conversation. Create a key (memlane keys create --tenant NAME) or bind to 127.0.0.1"
+    )
+
+
+def serve_cmd(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (no-auth mode only on loopback)."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0 picks a free one)."),
+    store: str | None = typer.Option(None, "--store", help="Database URL or path (default: the configured one)."),
+    auth: bool | None = typer.Option(
+        None, "--auth/--no-auth",
+        help="Require API keys. Default: required when keys exist or the bind is not loopback.",
+    ),
+    max_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-body-bytes", min=1024,
+                                       help="Refuse larger request bodies with 413."),
+    mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Mount the MCP server at /mcp."),
+    log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
+) -> None:
+    """Serve the REST API (/v1), MCP (/mcp), metrics (/metrics) and the web inspector (/)."""
+    _need_server_extra()
+    from memlane.server.app import create_app
+    from memlane.server.auth import key_store_for
+    from memlane.server.runner import serve_forever
+
+    mem = _open(ctx, store)
+    try:
+        keys = key_store_for(mem.store)
+        require = decide_auth(host, keys.has_active_keys(), auth)
+        app = create_app(mem, keys=keys, require_auth=require, max_body_bytes=max_body_bytes, mcp=mcp, host=host)
+        active = len(keys.list_keys()) if require else 0
+
+        def banner(url: str) -> None:
+            # plain print: rich would wrap the URLs at the terminal width and break copy-paste
+            print(f"memlane server on {mem.store.url}")
+            print(f"  inspector  {url}/")
+            print(f"  REST API   {url}/v1   (docs {url}/docs, spec {url}/openapi.json)")
+            if mcp:
+                print(f"  MCP        {url}/mcp  (streamable HTTP)")
+            print(f"  metrics    {url}/metrics   health {url}/healthz")
+            if require:
+                print(f"  auth       API keys required ({active} active); send 'Authorization: Bearer <key>'")
+            else:
+                print("  auth       OFF: no API keys and bound to loopback, so anyone on this machine can read")
+                print("             and write this memory. Turn auth on with: memlane keys create --tenant NAME")
+            print("Press Ctrl-C to stop.", flush=True)
+
+        serve_forever(app, host, port, on_bound=banner, log_level=log_level)
+    finally:
+        mem.close()
+
+
+def mcp_cmd(
+    ctx: typer.Context,
+    store: str | None = typer.Option(None, "--store", help="Database URL or path."),
+    tenant: str | None = typer.Option(None, "--tenant", help="Only this tenant's sessions (default: all)."),
+) -> None:
+    """Run the MCP server over stdio (for Claude Desktop, IDEs and other MCP hosts)."""
+    _need_server_extra()
+    from memlane.server.mcp import run_stdio
+
+    mem = _open(ctx, store)
+    try:
+        run_stdio(mem, tenant)
+    finally:
+        mem.close()
+
+
+# ---------------------------------------------------------------- keys
+
+
+def keys_create_cmd(
+    ctx: typer.Context,
+    tenant: str = typer.Option(..., "--tenant", help="The tenant whose sessions this key may see."),
+    name: str | None = typer.Option(None, "--name", help="A label, e.g. the agent that uses the key."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Create an API key. The key is printed once; only its hash is stored."""
+    from memlane.server.auth import key_store_for
+
+    with state(ctx).open() as mem:
+        record, plaintext = key_store_for(mem.store).create_key(tenant, name)
+    if as_json:
+        print(json.dumps({**record.to_dict(), "key": plaintext}))
+        return
+    console.print(f"created key [bold]{record.id}[/bold] for tenant [bold]{record.tenant_id}[/bold]:", highlight=False)
+    print(plaintext)
+    err_console.print("Store it now: it cannot be shown again.")
+
+
+def keys_list_cmd(
+    ctx: typer.Context,
+    all_: bool = typer.Option(False, "--all", help="Include revoked keys."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List API keys (ids and tenants; never the keys themselves)."""
+    from rich.table import Table
+
+    from memlane.server.auth import key_store_for
+
+    with state(ctx).open() as mem:
+        found = key_store_for(mem.store).list_keys(include_revoked=all_)
+    if as_json:
+        print(json.dumps([k.to_dict() for k in found], indent=2))
+        return
+    table = Table("id", "tenant", "name", "created", "last used", "status")
+    for k in found:
+        table.add_row(
+            k.id, k.tenant_id, k.name or "", k.created_at.strftime("%Y-%m-%d %H:%M"),
+            k.last_used_at.strftime("%Y-%m-%d %H:%M") if k.last_used_at else "",
+            "active" if k.active else "revoked",
+        )
+    console.print(table)
+
+
+def keys_revoke_cmd(
+    ctx: typer.Context,
+    key_id: str = typer.Argument(..., help="The key id (from `memlane keys list`) or the whole key."),
+) -> None:
+    """Revoke an API key; requests with it are refused from now on."""
+    from memlane.errors import NotFoundError
+    from memlane.server.auth import key_store_for, split_key
+
+    parts = split_key(key_id)
+    wanted = parts[0] if parts else key_id
+    with state(ctx).open() as mem:
+        if not key_store_for(mem.store).revoke_key(wanted):
+            raise NotFoundError(f"no active key {wanted!r}; see memlane keys list --all")
+    console.print(f"revoked key {wanted}", highlight=False)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)
+    app.command("mcp")(mcp_cmd)
+    app.add_typer(keys_app, name="keys")
+    keys_app.command("create")(keys_create_cmd)
+    keys_app.command("list")(keys_list_cmd)
+    keys_app.command("revoke")(keys_revoke_cmd)

@@ -1,0 +1,377 @@
+"""A client for the memlane server that mirrors :class:`memlane.Memory`.
+
+Switching an agent from a local database to a server is one line::
+
+    mem = Memory("~/.memlane/memory.db")
+    mem = MemoryClient("http://127.0.0.1:8765", api_key=os.environ["MEMLANE_API_KEY"])
+
+The methods take the same arguments and return the same dataclasses
+(:class:`Session`, :class:`Message`, :class:`Turn`, :class:`SearchHit`), and the
+server's errors come back as the same exceptions (``SessionNotFoundError``,
+``InvalidInputError``...), decoded from the ``{"error": {"type", ...}}`` body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from memlane import errors
+from memlane.context.window import Window
+from memlane.models import Message, SearchHit, Session, Turn
+
+MessageInput = Message | Mapping[str, Any]
+
+_SENT_FIELDS = (
+    "role", "content", "name", "tool_calls", "tool_call_id", "author_id", "author_name", "turn_id",
+    "created_at", "metadata", "importance", "pinned",
+)
+#: Keys Memory accepts in a message dict but ignores (they come from the store).
+_STORE_FIELDS = frozenset({"id", "session_id", "hidden", "token_count"})
+
+
+class ServerError(errors.MemlaneError):
+    """The server answered with an error that has no closer library equivalent."""
+
+    def __init__(self, status: int, type_: str, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status}, {type_})")
+        self.status = status
+        self.type = type_
+
+
+def _error(response: httpx.Response) -> Exception:
+    try:
+        body = response.json()
+        err = body["error"]
+        type_, message = str(err["type"]), str(err["message"])
+    except (ValueError, KeyError, TypeError):
+        return ServerError(response.status_code, "http_error", response.text[:500] or response.reason_phrase)
+    if type_ == "session_not_found":
+        return errors.SessionNotFoundError(str(err.get("session_id", "")))
+    simple: dict[str, type[errors.MemlaneError]] = {
+        "not_found": errors.NotFoundError,
+        "conflict": errors.ConflictError,
+        "permission_denied": errors.PermissionDeniedError,
+        "unauthorized": errors.PermissionDeniedError,
+        "invalid_input": errors.InvalidInputError,
+        "validation_error": errors.InvalidInputError,
+        "payload_too_large": errors.InvalidInputError,
+        "storage_unavailable": errors.StorageError,
+        "embedder_unavailable": errors.EmbedderError,
+        "corrupt_record": errors.MemlaneError,
+        "config_error": errors.ConfigError,
+    }
+    cls = simple.get(type_)
+    if cls is not None:
+        return cls(message)
+    return ServerError(response.status_code, type_, message)
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _time(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value))
+
+
+def session_from_dict(d: Mapping[str, Any]) -> Session:
+    return Session(
+        id=d["id"], user_id=d.get("user_id"), agent_id=d.get("agent_id"),
+        tenant_id=d.get("tenant_id") or "default", title=d.get("title"),
+        system_prompt=d.get("system_prompt"), metadata=dict(d.get("metadata") or {}),
+        status=d.get("status") or "active", created_at=_time(d["created_at"]),
+        updated_at=_time(d["updated_at"]), last_active_at=_time(d["last_active_at"]),
+        message_count=int(d.get("message_count") or 0),
+    )
+
+
+def message_from_dict(d: Mapping[str, Any]) -> Message:
+    return Message(
+        role=d["role"], content=d["content"], session_id=d.get("session_id") or "", id=d.get("id"),
+        name=d.get("name"), tool_calls=d.get("tool_calls"), tool_call_id=d.get("tool_call_id"),
+        author_id=d.get("author_id"), author_name=d.get("author_name"), turn_id=d.get("turn_id"),
+        created_at=_time(d["created_at"]), metadata=dict(d.get("metadata") or {}),
+        importance=float(d.get("importance") or 0.0), pinned=bool(d.get("pinned")),
+        hidden=bool(d.get("hidden")), token_count=d.get("token_count"),
+    )
+
+
+def turn_from_dict(d: Mapping[str, Any]) -> Turn:
+    when = _time(d["created_at"])
+    common = {"session_id": d["session_id"], "turn_id": d["turn_id"], "created_at": when}
+    return Turn(
+        turn_id=d["turn_id"], session_id=d["session_id"],
+        user_message=Message(role="user", content=d["query"], id=d.get("user_message_id"), **common),
+        assistant_message=Message(
+            role="assistant", content=d["response"], id=d.get("assistant_message_id"), **common
+        ),
+        intent=d.get("intent"), action_name=d.get("action_name"), job_refs=list(d.get("job_refs") or []),
+        model_used=d.get("model_used"), confidence_score=d.get("confidence_score"),
+        processing_time=d.get("processing_time"), resolved_query=d.get("resolved_query"),
+        context_used=d.get("context_used"), metadata=dict(d.get("metadata") or {}), created_at=when,
+    )
+
+
+def hit_from_dict(d: Mapping[str, Any]) -> SearchHit:
+    return SearchHit(
+        message=message_from_dict(d["message"]), score=float(d["score"]),
+        scores={k: float(v) for k, v in (d.get("scores") or {}).items()}, snippet=d.get("snippet") or "",
+    )
+
+
+@dataclass
+class RemoteContextPacket:
+    """The server's context packet: the same ``to_dict()``, ``to_messages()`` and ``budget``."""
+
+    data: dict[str, Any]
+    budget: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    def to_messages(self) -> list[dict[str, Any]]:
+        return list(self.data.get("messages") or [])
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _message_body(message: MessageInput) -> dict[str, Any]:
+    if isinstance(message, Message):
+        raw: dict[str, Any] = {k: getattr(message, k) for k in _SENT_FIELDS}
+    elif isinstance(message, Mapping):
+        raw = {k: v for k, v in message.items() if k not in _STORE_FIELDS}
+    else:
+        raise errors.InvalidInputError(
+            f"a message must be a dict like {{'role': 'user', 'content': 'hi'}} or a Message, "
+            f"got {type(message).__name__}"
+        )
+    return {k: _jsonable(v) for k, v in raw.items() if v is not None}
+
+
+def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _jsonable(v) for k, v in params.items() if v is not None}
+
+
+class MemoryClient:
+    """The Memory API over HTTP. Thread-safe (httpx.Client is); close it or use ``with``."""
+
+    def __init__(
+        self, base_url: str, api_key: str | None = None, *, timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(
+        self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None,
+        raw: bool = False,
+    ) -> Any:
+        try:
+            response = self._http.request(method, path, json=json, params=_clean(params or {}))
+        except httpx.HTTPError as exc:
+            raise errors.StorageError(f"cannot reach the memlane server at {self.base_url}: {exc}") from exc
+        if response.status_code >= 400:
+            raise _error(response)
+        return response.text if raw else response.json()
+
+    # ------------------------------------------------------------ sessions
+
+    def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/healthz")
+        return result
+
+    def create_session(
+        self, system_prompt: str | None = None, metadata: Mapping[str, Any] | None = None, *,
+        user_id: str | None = None, agent_id: str | None = None, title: str | None = None,
+        session_id: str | None = None, tenant_id: str | None = None,
+    ) -> str:
+        body = _clean({
+            "system_prompt": system_prompt, "metadata": metadata, "user_id": user_id, "agent_id": agent_id,
+            "title": title, "session_id": session_id, "tenant_id": tenant_id,
+        })
+        return str(self._call("POST", "/v1/sessions", json=body)["id"])
+
+    def get_session(self, session_id: str) -> Session:
+        return session_from_dict(self._call("GET", f"/v1/sessions/{_seg(session_id)}"))
+
+    def ensure_session(self, session_id: str, **fields: Any) -> Session:
+        try:
+            return self.get_session(session_id)
+        except errors.SessionNotFoundError:
+            with contextlib.suppress(errors.ConflictError):  # created concurrently
+                self.create_session(session_id=session_id, **fields)
+            return self.get_session(session_id)
+
+    def list_sessions(self, limit: int = 10, offset: int = 0, **filters: Any) -> list[Session]:
+        unknown = set(filters) - {"user_id", "agent_id", "tenant_id", "status", "active_since", "inactive_before"}
+        if unknown:
+            raise errors.InvalidInputError(
+                f"unknown session filter(s) {sorted(unknown)} for the server; use user_id, agent_id, "
+                "tenant_id, status, active_since, inactive_before"
+            )
+        data = self._call("GET", "/v1/sessions", params={"limit": limit, "offset": offset, **filters})
+        return [session_from_dict(s) for s in data["sessions"]]
+
+    def update_session(self, session_id: str, **changes: Any) -> Session:
+        return session_from_dict(self._call("PATCH", f"/v1/sessions/{_seg(session_id)}", json=_clean(changes)))
+
+    def end_session(self, session_id: str) -> bool:
+        try:
+            return bool(self._call("POST", f"/v1/sessions/{_seg(session_id)}/end")["ok"])
+        except errors.SessionNotFoundError:
+            return False
+
+    def delete_session(self, session_id: str) -> bool:
+        try:
+            return bool(self._call("DELETE", f"/v1/sessions/{_seg(session_id)}")["ok"])
+        except errors.SessionNotFoundError:
+            return False
+
+    def clear_session(self, session_id: str) -> int:
+        return int(self._call("DELETE", f"/v1/sessions/{_seg(session_id)}/messages")["count"])
+
+    def load_session(self, session_id: str, *, include_hidden: bool = False) -> list[Message]:
+        data = self._call("GET", f"/v1/sessions/{_seg(session_id)}/messages",
+                          params={"include_hidden": str(include_hidden).lower()})
+        return [message_from_dict(m) for m in data["messages"]]
+
+    # ------------------------------------------------------------ writing
+
+    def save_message(self, session_id: str, message: MessageInput) -> Message:
+        data = self._call("POST", f"/v1/sessions/{_seg(session_id)}/messages", json=_message_body(message))
+        return message_from_dict(data)
+
+    def add(self, session_id: str, content: str | MessageInput, role: str = "user", **fields: Any) -> Message:
+        if isinstance(content, str):
+            return self.save_message(session_id, {"role": role, "content": content, **fields})
+        return self.save_message(session_id, content)
+
+    def add_messages(self, session_id: str, messages: Iterable[MessageInput]) -> list[Message]:
+        body = {"messages": [_message_body(m) for m in messages]}
+        if not body["messages"]:
+            return []
+        data = self._call("POST", f"/v1/sessions/{_seg(session_id)}/messages/batch", json=body)
+        return [message_from_dict(m) for m in data["messages"]]
+
+    def store_interaction(
+        self, query: str, response: str, metadata: Mapping[str, Any] | None = None, *,
+        session_id: str | None = None, user_id: str | None = None, author_id: str | None = None,
+        author_name: str | None = None, created_at: datetime | None = None,
+    ) -> str:
+        body = _clean({
+            "query": query, "response": response, "metadata": metadata, "session_id": session_id,
+            "user_id": user_id, "author_id": author_id, "author_name": author_name, "created_at": created_at,
+        })
+        return str(self._call("POST", "/v1/turns", json=body)["turn_id"])
+
+    def mark_important(self, message_id: int, *, importance: float = 1.0, pinned: bool | None = True) -> Message:
+        body = _clean({"importance": importance, "pinned": pinned})
+        return message_from_dict(self._call("PATCH", f"/v1/messages/{int(message_id)}", json=body))
+
+    def forget_messages(self, message_ids: Sequence[int]) -> int:
+        deleted = 0
+        for mid in message_ids:
+            try:
+                deleted += int(self._call("DELETE", f"/v1/messages/{int(mid)}")["count"])
+            except errors.NotFoundError:
+                continue
+        return deleted
+
+    # ------------------------------------------------------------ reading
+
+    def window(self, session_id: str, max_tokens: int | None = None) -> Window:
+        data = self._call("GET", f"/v1/sessions/{_seg(session_id)}/messages",
+                          params={"max_tokens": max_tokens or 4096})
+        return Window(messages=[message_from_dict(m) for m in data["messages"]], tokens=int(data["tokens"] or 0))
+
+    def get_recent_messages(self, session_id: str, max_tokens: int | None = None) -> list[Message]:
+        return self.window(session_id, max_tokens).messages
+
+    def list_turns(self, session_id: str, limit: int = 50) -> list[Turn]:
+        data = self._call("GET", f"/v1/sessions/{_seg(session_id)}/turns", params={"limit": limit})
+        return [turn_from_dict(t) for t in data["turns"]]
+
+    def get_conversation_context(self, session_id: str, limit: int = 5) -> list[dict[str, Any]]:
+        data = self._call("GET", f"/v1/sessions/{_seg(session_id)}/turns", params={"limit": limit})
+        return list(data["turns"])
+
+    def get_message(self, message_id: int) -> Message:
+        return message_from_dict(self._call("GET", f"/v1/messages/{int(message_id)}"))
+
+    def search(
+        self, query: str, *, session_id: str | None = None, user_id: str | None = None,
+        agent_id: str | None = None, tenant_id: str | None = None, top_k: int = 10,
+        roles: Sequence[str] | None = None, authors: Sequence[str] | None = None,
+        since: datetime | None = None, until: datetime | None = None, min_score: float | None = None,
+    ) -> list[SearchHit]:
+        body = _clean({
+            "query": query, "session_id": session_id, "user_id": user_id, "agent_id": agent_id,
+            "tenant_id": tenant_id, "top_k": top_k, "roles": list(roles) if roles else None,
+            "authors": list(authors) if authors else None, "since": since, "until": until,
+            "min_score": min_score,
+        })
+        return [hit_from_dict(h) for h in self._call("POST", "/v1/search", json=body)["hits"]]
+
+    def search_history(self, query: str, session_id: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+        return [h.to_dict() for h in self.search(query, session_id=session_id, top_k=limit)]
+
+    def get_relevant_context(
+        self, query: str, max_tokens: int = 2048, session_id: str | None = None, user_id: str | None = None,
+    ) -> list[Message]:
+        body = _clean({"query": query, "max_tokens": max_tokens, "session_id": session_id, "user_id": user_id})
+        return [message_from_dict(m) for m in self._call("POST", "/v1/relevant-context", json=body)["messages"]]
+
+    def context(
+        self, session_id: str, query: str | None = None, max_tokens: int = 4096, strategy: str | None = None,
+    ) -> RemoteContextPacket:
+        body = _clean({"query": query, "max_tokens": max_tokens, "strategy": strategy})
+        data = self._call("POST", f"/v1/sessions/{_seg(session_id)}/context", json=body)
+        return RemoteContextPacket(data=data, budget=dict(data.get("budget") or {}))
+
+    def get_state(self, session_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/sessions/{_seg(session_id)}/state")
+        return result
+
+    # ------------------------------------------------------------ export / import
+
+    def export_session(self, session_id: str, fmt: str = "json") -> str:
+        return str(self._call("GET", f"/v1/sessions/{_seg(session_id)}/export", params={"format": fmt}, raw=True))
+
+    def import_sessions(self, text: str, fmt: str = "json", *, on_conflict: str = "error") -> list[str]:
+        data = self._call("POST", "/v1/import", json={"data": text, "format": fmt, "on_conflict": on_conflict})
+        return [str(s) for s in data["session_ids"]]
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Nothing to wait for on the client: the server acknowledged every write."""
+
+
+def _seg(value: str) -> str:
+    """A session id as one path segment (ids may hold '/', '?', '#', spaces)."""
+    from urllib.parse import quote
+
+    if not isinstance(value, str) or not value:
+        raise errors.InvalidInputError("session_id must be a non-empty string")
+    return quote(value, safe="")

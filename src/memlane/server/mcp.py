@@ -1,0 +1,190 @@
+"""memlane as an MCP server (the official ``mcp`` SDK): stdio and streamable HTTP.
+
+The tools go through :class:`TenantView` like the REST routes. Over HTTP the
+tenant comes from the API key that :class:`AuthMiddleware` checked for the
+request (it sits in front of /mcp too); over stdio it is the ``--tenant``
+given to ``memlane mcp`` (the local user, every tenant, by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+
+import memlane
+from memlane.errors import MemlaneError
+from memlane.memory import Memory
+from memlane.models import Message
+from memlane.server.tenancy import Caller, TenantView
+
+INSTRUCTIONS = """\
+memlane is conversation memory. Store each exchange with store_interaction (or single messages
+with add_message), call get_context before answering to get the relevant history for a token
+budget, search_memory to recall anything said in earlier sessions, and forget_session when the
+user asks you to forget a conversation."""
+
+CallerOf = Callable[[Context], Caller]
+
+
+def _message(m: Message, *, limit: int | None = None) -> dict[str, Any]:
+    content = m.content if limit is None or len(m.content) <= limit else m.content[:limit] + "…"
+    out: dict[str, Any] = {
+        "id": m.id, "session_id": m.session_id, "role": m.role, "content": content,
+        "created_at": m.created_at.isoformat(),
+    }
+    for key in ("author_name", "author_id", "name", "tool_call_id", "turn_id"):
+        if getattr(m, key):
+            out[key] = getattr(m, key)
+    if m.tool_calls:
+        out["tool_calls"] = m.tool_calls
+    return out
+
+
+def build_server(mem: Memory, caller_of: CallerOf) -> MCPServer:
+    server: MCPServer = MCPServer(
+        "memlane", instructions=INSTRUCTIONS, version=memlane.__version__, log_level="WARNING"
+    )
+
+    def view(ctx: Context) -> TenantView:
+        return TenantView(mem, caller_of(ctx))
+
+    def run(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return fn()
+        except MemlaneError as exc:  # the model reads this text; say what went wrong
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    @server.tool()
+    def create_session(
+        ctx: Context, title: str | None = None, system_prompt: str | None = None,
+        session_id: str | None = None, user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Start a new conversation session; returns its id."""
+        fields = {"title": title, "system_prompt": system_prompt, "session_id": session_id, "user_id": user_id}
+        return run(lambda: view(ctx).create_session(**{k: v for k, v in fields.items() if v is not None}).to_dict())
+
+    @server.tool()
+    def add_message(
+        ctx: Context, session_id: str, content: str, role: str = "user",
+        author_name: str | None = None, author_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Append one message (role user, assistant, system) to a session (created on first use)."""
+        raw = {"role": role, "content": content, "author_name": author_name, "author_id": author_id}
+        return run(lambda: _message(view(ctx).save_message(
+            session_id, {k: v for k, v in raw.items() if v is not None})))
+
+    @server.tool()
+    def store_interaction(
+        ctx: Context, query: str, response: str, session_id: str | None = None,
+        user_id: str | None = None, metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Store a user query and the assistant's answer as one turn. Without session_id the
+        user's active session is used (or a new one)."""
+
+        def go() -> dict[str, Any]:
+            turn_id, sid = view(ctx).store_interaction(
+                query, response, metadata, session_id=session_id, user_id=user_id
+            )
+            return {"turn_id": turn_id, "session_id": sid}
+
+        return run(go)
+
+    @server.tool()
+    def search_memory(
+        ctx: Context, query: str, session_id: str | None = None, top_k: int = 5
+    ) -> dict[str, Any]:
+        """Search everything said in past conversations (or one session); best matches first."""
+
+        def go() -> dict[str, Any]:
+            hits = view(ctx).search(query, session_id=session_id, top_k=max(1, min(top_k, 100)))
+            return {"hits": [
+                {**_message(h.message, limit=2000), "score": h.score, "scores": h.scores, "snippet": h.snippet}
+                for h in hits
+            ]}
+
+        return run(go)
+
+    @server.tool()
+    def get_context(
+        ctx: Context, session_id: str, query: str | None = None, max_tokens: int = 2000
+    ) -> dict[str, Any]:
+        """The context to answer the next message in a session, within max_tokens: recent turns,
+        summary, state and recalled past messages (or the recent window on a plain build)."""
+
+        def go() -> dict[str, Any]:
+            v = view(ctx)
+            budget = max(1, min(max_tokens, 1_000_000))
+            if callable(getattr(mem, "context", None)):
+                packet = v.context(session_id, query, budget, None)
+                out: dict[str, Any] = {"source": "context_engine"}
+                to_messages = getattr(packet, "to_messages", None)
+                if callable(to_messages):
+                    out["messages"] = to_messages()
+                to_dict = getattr(packet, "to_dict", None)
+                if callable(to_dict):
+                    out["packet"] = to_dict()
+                return out
+            msgs, tokens = v.messages(session_id, max_tokens=budget)
+            return {"source": "recent_window", "tokens": tokens, "messages": [m.to_openai() for m in msgs]}
+
+        return run(go)
+
+    @server.tool()
+    def list_sessions(
+        ctx: Context, limit: int = 20, user_id: str | None = None, status: str | None = None
+    ) -> dict[str, Any]:
+        """Sessions, most recently active first."""
+        filters: dict[str, Any] = {k: v for k, v in {"user_id": user_id, "status": status}.items() if v}
+        return run(lambda: {"sessions": [
+            {"id": s.id, "title": s.title, "user_id": s.user_id, "status": s.status,
+             "message_count": s.message_count, "last_active_at": s.last_active_at.isoformat()}
+            for s in view(ctx).list_sessions(limit=max(1, min(limit, 1000)), **filters)
+        ]})
+
+    @server.tool()
+    def session_history(ctx: Context, session_id: str, limit: int = 50) -> dict[str, Any]:
+        """The newest `limit` messages of a session, oldest first."""
+
+        def go() -> dict[str, Any]:
+            msgs, _ = view(ctx).messages(session_id)
+            return {"session_id": session_id, "messages": [_message(m) for m in msgs[-max(1, limit):]]}
+
+        return run(go)
+
+    @server.tool()
+    def forget_session(ctx: Context, session_id: str) -> dict[str, Any]:
+        """Delete a session and everything derived from it. This cannot be undone."""
+        return run(lambda: {"session_id": session_id, "deleted": view(ctx).delete_session(session_id)})
+
+    return server
+
+
+def http_caller(ctx: Context) -> Caller:
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    caller = scope.get("state", {}).get("caller") if isinstance(scope, dict) else None
+    if not isinstance(caller, Caller):  # AuthMiddleware always sets it; refuse rather than guess
+        raise ToolError("no authenticated caller for this request")
+    return caller
+
+
+def build_http_app(mem: Memory, *, host: str = "127.0.0.1") -> tuple[MCPServer, StreamableHTTPASGIApp]:
+    """The MCP server and its streamable-HTTP endpoint, to mount at /mcp."""
+    server = build_server(mem, http_caller)
+    security = None
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        # On a public bind the API key is the guard; Host-header pinning would only break proxies.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    server.streamable_http_app(transport_security=security, host=host, stateless_http=False)
+    return server, StreamableHTTPASGIApp(server.session_manager)
+
+
+def run_stdio(mem: Memory, tenant: str | None = None) -> None:
+    caller = Caller(tenant=tenant)
+    server = build_server(mem, lambda ctx: caller)
+    server.run("stdio")

@@ -1,0 +1,116 @@
+"""Prometheus metrics for one server instance.
+
+Each app gets its own registry (not the process-global one) so several apps in
+one process, as in the tests, never collide on metric names.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memlane.memory import Memory
+from memlane.models import Message as MemMessage
+from memlane.models import Session
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def _queue_depth_reader(mem: Memory) -> Callable[[], float]:
+    """The embedder's queue depth if the recall component exposes one, else 0."""
+
+    def read() -> float:
+        for name in ("embedder_queue_depth", "queue_depth"):
+            value = mem.extensions.get(name)
+            if callable(value):
+                value = value()
+            if isinstance(value, int | float):
+                return float(value)
+        embedder = mem.extensions.get("embedder_queue") or mem.extensions.get("indexer")
+        for attr in ("depth", "qsize", "pending"):
+            found = getattr(embedder, attr, None)
+            if callable(found):
+                found = found()
+            if isinstance(found, int | float):
+                return float(found)
+        return 0.0
+
+    return read
+
+
+class Metrics:
+    def __init__(self, mem: Memory) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "memlane_http_requests", "HTTP requests served.", ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "memlane_http_request_duration_seconds", "Time to answer an HTTP request.",
+            ["method", "route"], registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+        )
+        self.messages = Counter(
+            "memlane_messages_stored", "Messages durably stored through this server.", registry=self.registry
+        )
+        self.queue = Gauge(
+            "memlane_embedder_queue_depth", "Messages waiting to be embedded.", registry=self.registry
+        )
+        self.queue.set_function(_queue_depth_reader(mem))
+        self.pending = Gauge(
+            "memlane_pending_writes", "Messages held in memory while storage fails (fail-open mode).",
+            registry=self.registry,
+        )
+        self.pending.set_function(lambda: float(mem.pending_writes))
+        mem.add_observer(self._on_stored)
+
+    def _on_stored(self, session: Session, stored: list[MemMessage]) -> None:
+        self.messages.inc(len(stored))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Counts and times every request by route template (not raw path: ids would explode labels)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = [500]
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = _route_label(scope)
+            method = str(scope.get("method", ""))
+            self.metrics.requests.labels(method, route, str(status[0])).inc()
+            self.metrics.latency.labels(method, route).observe(time.perf_counter() - start)
+
+
+def _route_label(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if isinstance(path, str):
+        return path
+    raw = str(scope.get("path", ""))
+    if raw.startswith("/static/"):
+        return "/static"
+    if raw.startswith("/mcp"):
+        return "/mcp"
+    return "unmatched"

@@ -1,0 +1,142 @@
+"""ASGI middleware in front of every route, REST and MCP alike: body limit, then auth.
+
+Both are plain ASGI (not FastAPI dependencies) because the MCP endpoint is a
+raw ASGI app that FastAPI's dependency system never sees.
+"""
+
+from __future__ import annotations
+
+import json
+
+import anyio.to_thread
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memlane.server.auth import KeyStore
+from memlane.server.errors import error_body
+from memlane.server.tenancy import Caller
+
+#: Paths anyone may fetch: the inspector's static page (it asks for a key itself), health, the spec.
+PUBLIC_PATHS = frozenset({"/", "/healthz", "/openapi.json", "/favicon.ico"})
+PUBLIC_PREFIXES = ("/static/",)
+_NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+async def send_error(send: Send, status: int, type_: str, message: str,
+                     headers: dict[str, str] | None = None) -> None:
+    body = json.dumps(error_body(type_, message)).encode("utf-8")
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimitMiddleware:
+    """Refuse request bodies over ``max_bytes`` with 413, whether announced or streamed.
+
+    The body is read here, up to the limit, and replayed to the app: that way a chunked
+    upload that turns out too large is refused before any route has seen a byte of it.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> str:
+        return (
+            f"request body is larger than {self.max_bytes:,} bytes; send less per request "
+            "(e.g. batches of messages) or start the server with a larger --max-body-bytes"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    announced = int(value)
+                except ValueError:
+                    await send_error(send, 400, "bad_request", "Content-Length is not a number")
+                    return
+                if announced > self.max_bytes:
+                    await send_error(send, 413, "payload_too_large", self._too_large())
+                    return
+        if scope.get("method") in _NO_BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away mid-upload
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await send_error(send, 413, "payload_too_large", self._too_large())
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()  # later calls wait for the disconnect, as the app expects
+
+        await self.app(scope, replay, send)
+
+
+def _presented_key(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            text: str = value.decode("latin-1")
+            scheme, _, token = text.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+        elif name == b"x-api-key":
+            key: str = value.decode("latin-1").strip()
+            return key or None
+    return None
+
+
+class AuthMiddleware:
+    """Resolve the caller (tenant) of every request; with keys required, refuse anonymous ones."""
+
+    def __init__(self, app: ASGIApp, keys: KeyStore | None, require: bool) -> None:
+        self.app = app
+        self.keys = keys
+        self.require = require
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = str(scope.get("path", ""))
+        caller: Caller | None
+        if not self.require:
+            caller = Caller(tenant=None)
+        elif path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
+            caller = None
+        else:
+            presented = _presented_key(scope)
+            if presented is None:
+                await send_error(
+                    send, 401, "unauthorized",
+                    "this server requires an API key: send 'Authorization: Bearer <key>' "
+                    "(create one with: memlane keys create --tenant NAME)",
+                    {"WWW-Authenticate": "Bearer"},
+                )
+                return
+            assert self.keys is not None
+            key = await anyio.to_thread.run_sync(self.keys.verify, presented)
+            if key is None:
+                await send_error(send, 401, "unauthorized", "unknown or revoked API key",
+                                 {"WWW-Authenticate": "Bearer"})
+                return
+            caller = Caller(tenant=key.tenant_id, key_id=key.id)
+        scope.setdefault("state", {})["caller"] = caller
+        await self.app(scope, receive, send)

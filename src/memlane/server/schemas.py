@@ -1,0 +1,284 @@
+"""Pydantic models at the HTTP edge: what the REST API accepts and returns.
+
+Inside, memlane passes plain dataclasses; these models exist only to validate
+requests, document the API (OpenAPI) and shape responses. Every string that
+reaches the store passes :data:`Text`, which refuses lone surrogates and NULs:
+JSON can carry them, SQLite cannot store them, and a 422 that says so beats a
+500 from the driver.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+Status = Literal[
+    "active", "paused", "resuming", "awaiting_clarification", "shutdown_clean", "ended", "archived"
+]
+ExportFormat = Literal["json", "jsonl", "markdown", "md"]
+OnConflict = Literal["error", "skip", "replace", "new"]
+
+MAX_ID = 256
+MAX_SHORT = 10_000
+MAX_TOP_K = 1000
+MAX_LIST = 1000
+MAX_OFFSET = 1_000_000_000
+MAX_TOKENS = 10_000_000
+
+
+def _storable(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"contains a lone surrogate at position {exc.start}; send valid UTF-8") from exc
+    if "\x00" in value:
+        raise ValueError("contains a NUL character")
+    return value
+
+
+def _ident(value: str) -> str:
+    _storable(value)
+    if not value.strip() or not value.isprintable():
+        raise ValueError("must be non-empty printable text (no control characters)")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+ShortText = Annotated[str, Field(max_length=MAX_SHORT), AfterValidator(_storable)]
+Ident = Annotated[str, Field(min_length=1, max_length=MAX_ID), AfterValidator(_ident)]
+JsonObject = dict[str, Any]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionCreate(_In):
+    session_id: Ident | None = Field(None, description="Your own key (room id, chat id); a UUID if omitted.")
+    system_prompt: Text | None = None
+    metadata: JsonObject | None = None
+    user_id: Ident | None = None
+    agent_id: Ident | None = None
+    title: ShortText | None = None
+    tenant_id: Ident | None = Field(
+        None, description="Only honoured without API keys; a key always writes to its own tenant."
+    )
+
+
+class SessionUpdate(_In):
+    title: ShortText | None = None
+    system_prompt: Text | None = None
+    metadata: JsonObject | None = None
+    status: Status | None = None
+    user_id: Ident | None = None
+    agent_id: Ident | None = None
+
+
+class ToolCallIn(BaseModel):
+    """An OpenAI tool call: ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
+
+    model_config = ConfigDict(extra="allow")
+    id: Ident
+
+
+class MessageIn(_In):
+    role: Role
+    content: Text | list[JsonObject] | None = Field(
+        None, description="Text (or OpenAI content parts); null only for an assistant message with tool_calls."
+    )
+    name: ShortText | None = None
+    tool_calls: list[ToolCallIn] | None = Field(None, max_length=MAX_LIST)
+    tool_call_id: ShortText | None = None
+    author_id: ShortText | None = None
+    author_name: ShortText | None = None
+    turn_id: ShortText | None = None
+    created_at: datetime | None = None
+    metadata: JsonObject | None = None
+    importance: float = Field(0.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    pinned: bool = False
+
+    def to_input(self) -> dict[str, Any]:
+        out = self.model_dump(exclude_none=True)
+        if self.tool_calls is not None:
+            out["tool_calls"] = [c.model_dump() for c in self.tool_calls]
+        return out
+
+
+class MessagesIn(_In):
+    messages: list[MessageIn] = Field(..., max_length=MAX_LIST)
+
+
+class TurnIn(_In):
+    query: Text
+    response: Text
+    metadata: JsonObject | None = Field(
+        None, description="Per-turn fields (intent, action_name, job_refs, model_used, ...) and anything else."
+    )
+    user_id: Ident | None = None
+    author_id: ShortText | None = None
+    author_name: ShortText | None = None
+    created_at: datetime | None = None
+
+
+class TurnWithSessionIn(TurnIn):
+    session_id: Ident | None = Field(None, description="Omit to use the user's active session (or a new one).")
+
+
+class MessagePatch(_In):
+    importance: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
+    pinned: bool | None = None
+
+
+class SearchIn(_In):
+    query: Annotated[str, Field(min_length=1, max_length=MAX_SHORT), AfterValidator(_storable)]
+    session_id: Ident | None = None
+    user_id: Ident | None = None
+    agent_id: Ident | None = None
+    tenant_id: Ident | None = Field(None, description="Only honoured without API keys.")
+    top_k: int = Field(10, ge=1, le=MAX_TOP_K)
+    roles: list[Role] | None = Field(None, max_length=4)
+    authors: list[ShortText] | None = Field(None, max_length=MAX_LIST)
+    since: datetime | None = None
+    until: datetime | None = None
+    min_score: float | None = Field(None, allow_inf_nan=False)
+
+
+class ContextIn(_In):
+    query: Annotated[str, Field(max_length=MAX_SHORT), AfterValidator(_storable)] | None = None
+    max_tokens: int = Field(4096, ge=1, le=MAX_TOKENS)
+    strategy: Ident | None = None
+
+
+class RelevantIn(_In):
+    query: Annotated[str, Field(min_length=1, max_length=MAX_SHORT), AfterValidator(_storable)]
+    max_tokens: int = Field(2048, ge=1, le=MAX_TOKENS)
+    session_id: Ident | None = None
+    user_id: Ident | None = None
+
+
+class ImportIn(_In):
+    data: Text = Field(..., description="The text of an export (json, jsonl or markdown).")
+    format: ExportFormat = "json"
+    on_conflict: OnConflict = "error"
+
+
+class NoteIn(_In):
+    content: Annotated[str, Field(min_length=1), AfterValidator(_storable)]
+    session_id: Ident | None = None
+    user_id: Ident | None = None
+    metadata: JsonObject | None = None
+
+
+# ---------------------------------------------------------------- responses
+
+
+class SessionOut(BaseModel):
+    id: str
+    tenant_id: str
+    user_id: str | None
+    agent_id: str | None
+    title: str | None
+    system_prompt: str | None
+    metadata: JsonObject
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    last_active_at: datetime
+    message_count: int
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionOut]
+
+
+class MessageOut(BaseModel):
+    id: int | None
+    session_id: str
+    role: str
+    content: str
+    name: str | None
+    tool_calls: list[JsonObject] | None
+    tool_call_id: str | None
+    author_id: str | None
+    author_name: str | None
+    turn_id: str | None
+    created_at: datetime
+    metadata: JsonObject
+    importance: float
+    pinned: bool
+    hidden: bool
+    token_count: int | None
+
+
+class MessageList(BaseModel):
+    messages: list[MessageOut]
+    tokens: int | None = Field(None, description="Tokens used, when a max_tokens window was asked for.")
+
+
+class TurnOut(BaseModel):
+    turn_id: str
+    session_id: str
+    query: str
+    response: str
+    intent: str | None
+    action_name: str | None
+    job_refs: list[str]
+    model_used: str | None
+    confidence_score: float | None
+    processing_time: float | None
+    resolved_query: str | None
+    context_used: bool | None
+    metadata: JsonObject
+    created_at: datetime
+    user_message_id: int | None
+    assistant_message_id: int | None
+
+
+class TurnList(BaseModel):
+    turns: list[TurnOut]
+
+
+class TurnCreated(BaseModel):
+    turn_id: str
+    session_id: str
+
+
+class HitOut(BaseModel):
+    message: MessageOut
+    score: float
+    scores: dict[str, float]
+    snippet: str
+    session_id: str
+    session_title: str | None
+
+
+class SearchOut(BaseModel):
+    hits: list[HitOut]
+
+
+class Count(BaseModel):
+    count: int
+
+
+class Done(BaseModel):
+    ok: bool
+
+
+class ImportOut(BaseModel):
+    session_ids: list[str]
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    store: str
+
+
+class WhoAmI(BaseModel):
+    auth: bool
+    tenant: str | None
+    key_id: str | None
+    features: dict[str, bool]

@@ -1,0 +1,249 @@
+"""Memory as one caller may see it: the single place tenant isolation is enforced.
+
+REST routes and MCP tools both go through :class:`TenantView`, never through
+``Memory`` directly, so a key for tenant A cannot read, write, search, export
+or delete tenant B's sessions by any path. A session of another tenant looks
+exactly like a missing one (404), so ids do not leak across tenants.
+``tenant=None`` is the no-auth mode on loopback: the local user sees everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from memlane import transfer
+from memlane.errors import ConflictError, InvalidInputError, SessionNotFoundError
+from memlane.memory import Memory
+from memlane.models import Message, SearchHit, Session, Turn
+
+#: Optional Memory methods other parts of memlane add; the server exposes them when present.
+OPTIONAL_FEATURES = {
+    "context": "context",
+    "state": "get_state",
+    "relevant_context": "get_relevant_context",
+    "notes": "list_notes",
+    "remember": "remember",
+}
+
+
+class MissingFeatureError(Exception):
+    """An optional Memory method (context engine, state, notes) is not in this build."""
+
+    def __init__(self, feature: str, method: str) -> None:
+        super().__init__(f"{feature} is not available in this memlane build (Memory has no {method}() yet)")
+        self.feature = feature
+        self.method = method
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    tenant: str | None  # None: every tenant (no-auth mode, loopback only)
+    key_id: str | None = None
+
+    @property
+    def write_tenant(self) -> str:
+        return self.tenant or "default"
+
+
+def features(mem: Memory) -> dict[str, bool]:
+    return {name: callable(getattr(mem, method, None)) for name, method in OPTIONAL_FEATURES.items()}
+
+
+class TenantView:
+    def __init__(self, mem: Memory, caller: Caller) -> None:
+        self.mem = mem
+        self.caller = caller
+
+    # ------------------------------------------------------------ sessions
+
+    def _visible(self, session: Session | None) -> bool:
+        return session is not None and (self.caller.tenant is None or session.tenant_id == self.caller.tenant)
+
+    def session(self, session_id: str) -> Session:
+        session = self.mem.store.get_session(session_id)
+        if session is None or not self._visible(session):
+            raise SessionNotFoundError(session_id)
+        return session
+
+    def create_session(self, *, tenant_id: str | None = None, **fields: Any) -> Session:
+        tenant = self.caller.tenant or tenant_id or "default"
+        try:
+            sid = self.mem.create_session(tenant_id=tenant, **fields)
+        except ConflictError as exc:
+            raise ConflictError(
+                f"session id {fields.get('session_id')!r} is already taken; choose another id "
+                "or omit session_id to get a new UUID"
+            ) from exc
+        return self.session(sid)
+
+    def ensure_session(self, session_id: str, **fields: Any) -> Session:
+        """The caller's session, created in the caller's tenant on first use (auto_create_sessions)."""
+        found = self.mem.store.get_session(session_id)
+        if found is not None:
+            if not self._visible(found):
+                raise SessionNotFoundError(session_id)
+            return found
+        if not self.mem.settings.auto_create_sessions:
+            raise SessionNotFoundError(session_id)
+        with contextlib.suppress(ConflictError):  # a concurrent request created it first
+            self.mem.create_session(session_id=session_id, tenant_id=self.caller.write_tenant, **fields)
+        return self.session(session_id)
+
+    def list_sessions(self, limit: int = 10, offset: int = 0, **filters: Any) -> list[Session]:
+        if self.caller.tenant is not None:
+            filters["tenant_id"] = self.caller.tenant
+        return self.mem.list_sessions(limit=limit, offset=offset, **filters)
+
+    def update_session(self, session_id: str, **changes: Any) -> Session:
+        self.session(session_id)
+        return self.mem.update_session(session_id, **changes)
+
+    def end_session(self, session_id: str) -> bool:
+        self.session(session_id)
+        return self.mem.end_session(session_id)
+
+    def delete_session(self, session_id: str) -> bool:
+        self.session(session_id)
+        return self.mem.delete_session(session_id)
+
+    def clear_session(self, session_id: str) -> int:
+        self.session(session_id)
+        return self.mem.clear_session(session_id)
+
+    # ------------------------------------------------------------ messages and turns
+
+    def save_message(self, session_id: str, message: Message | Mapping[str, Any]) -> Message:
+        self.ensure_session(session_id)
+        return self.mem.save_message(session_id, message)
+
+    def add_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+        self.ensure_session(session_id)
+        return self.mem.add_messages(session_id, messages)
+
+    def store_interaction(
+        self,
+        query: str,
+        response: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        author_id: str | None = None,
+        author_name: str | None = None,
+        created_at: datetime | None = None,
+    ) -> tuple[str, str]:
+        """(turn id, session id)."""
+        if session_id is None:
+            active = self.list_sessions(limit=1, user_id=user_id, status="active")
+            session_id = active[0].id if active else self.create_session(user_id=user_id).id
+        self.ensure_session(session_id, user_id=user_id)
+        turn_id = self.mem.store_interaction(
+            query, response, metadata, session_id=session_id, user_id=user_id,
+            author_id=author_id, author_name=author_name, created_at=created_at,
+        )
+        return turn_id, session_id
+
+    def messages(
+        self, session_id: str, *, include_hidden: bool = False, max_tokens: int | None = None
+    ) -> tuple[list[Message], int | None]:
+        self.session(session_id)
+        if max_tokens is not None:
+            window = self.mem.window(session_id, max_tokens)
+            return window.messages, window.tokens
+        return self.mem.load_session(session_id, include_hidden=include_hidden), None
+
+    def turns(self, session_id: str, limit: int = 50) -> list[Turn]:
+        self.session(session_id)
+        return self.mem.list_turns(session_id, limit=limit)
+
+    def message(self, message_id: int) -> Message:
+        msg = self.mem.get_message(message_id)
+        self.session(msg.session_id)  # another tenant's message is "not found" too
+        return msg
+
+    def update_message(self, message_id: int, *, importance: float | None, pinned: bool | None) -> Message:
+        msg = self.message(message_id)
+        return self.mem.store.update_message(
+            message_id, importance=msg.importance if importance is None else importance, pinned=pinned
+        )
+
+    def forget_message(self, message_id: int) -> int:
+        self.message(message_id)
+        return self.mem.forget_messages([message_id])
+
+    # ------------------------------------------------------------ search and context
+
+    def _optional(self, feature: str) -> Callable[..., Any]:
+        """A Memory method other parts of memlane add; looked up per call so it works once landed."""
+        method = getattr(self.mem, OPTIONAL_FEATURES[feature], None)
+        if not callable(method):
+            raise MissingFeatureError(feature, OPTIONAL_FEATURES[feature])
+        return cast(Callable[..., Any], method)
+
+    def search(self, query: str, *, session_id: str | None = None, tenant_id: str | None = None,
+               **options: Any) -> list[SearchHit]:
+        if session_id is not None:
+            self.session(session_id)
+        tenant = self.caller.tenant if self.caller.tenant is not None else tenant_id
+        hits = self.mem.search(query, session_id=session_id, tenant_id=tenant, **options)
+        if self.caller.tenant is None:
+            return hits
+        # Belt and braces: a recall engine that ignored the tenant filter must not leak.
+        return [h for h in hits if self._visible(self.mem.store.get_session(h.message.session_id))]
+
+    def context(self, session_id: str, query: str | None, max_tokens: int, strategy: str | None) -> Any:
+        self.session(session_id)
+        kwargs: dict[str, Any] = {"max_tokens": max_tokens}
+        if strategy is not None:
+            kwargs["strategy"] = strategy
+        return self._optional("context")(session_id, query, **kwargs)
+
+    def relevant_context(self, query: str, max_tokens: int, *, session_id: str | None,
+                         user_id: str | None) -> list[Message]:
+        if session_id is not None:
+            self.session(session_id)
+        msgs: list[Message] = self._optional("relevant_context")(
+            query, max_tokens, session_id=session_id, user_id=user_id
+        )
+        if self.caller.tenant is None:
+            return msgs
+        # get_relevant_context has no tenant filter: drop what another tenant said.
+        return [m for m in msgs if self._visible(self.mem.store.get_session(
+            str(m.metadata.get("session_id") or m.session_id)))]
+
+    def state(self, session_id: str) -> Any:
+        self.session(session_id)
+        return self._optional("state")(session_id)
+
+    # ------------------------------------------------------------ export / import
+
+    def export_session(self, session_id: str, fmt: str = "json") -> str:
+        self.session(session_id)
+        return self.mem.export_session(session_id, fmt)
+
+    def import_sessions(self, text: str, fmt: str = "json", *, on_conflict: str = "error") -> list[str]:
+        if self.caller.tenant is None:
+            return self.mem.import_sessions(text, fmt, on_conflict=on_conflict)
+        # With a key, every imported session belongs to the key's tenant, and an id taken by
+        # another tenant is never replaced or skipped silently: it is a conflict.
+        fmt = "markdown" if fmt.lower() == "md" else fmt.lower()
+        docs = list(transfer._documents(text, fmt))
+        for doc in docs:
+            raw = doc.get("session")
+            if not isinstance(raw, dict):
+                raise InvalidInputError("export has no 'session' object")
+            raw["tenant_id"] = self.caller.tenant
+            doc["format"] = transfer.FORMAT
+            sid = raw.get("id")
+            if sid and on_conflict != "new":
+                other = self.mem.store.get_session(str(sid))
+                if other is not None and not self._visible(other):
+                    raise ConflictError(
+                        f"session id {sid!r} is taken; import with on_conflict='new' to get fresh ids"
+                    )
+        return self.mem.import_sessions(json.dumps(docs), "json", on_conflict=on_conflict)

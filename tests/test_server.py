@@ -1,0 +1,195 @@
+"""The REST API on a real SQLite file: sessions, messages, turns, search, export, errors, metrics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from memlane import Memory
+from tests.server_support import client_for
+
+
+@pytest.fixture
+def api(mem: Memory) -> Iterator[TestClient]:
+    with client_for(mem) as client:
+        yield client
+
+
+def test_session_lifecycle(api: TestClient, mem: Memory) -> None:
+    r = api.post("/v1/sessions", json={
+        "session_id": "room-1", "title": "Trip", "user_id": "ana", "system_prompt": "Be brief.",
+        "metadata": {"lang": "de"},
+    })
+    assert r.status_code == 201, r.text
+    assert r.json()["id"] == "room-1" and r.json()["metadata"] == {"lang": "de"}
+    api.post("/v1/sessions", json={"session_id": "room-2", "user_id": "bob"})
+    assert mem.get_session("room-1").title == "Trip"  # really stored
+
+    listed = api.get("/v1/sessions", params={"user_id": "ana"}).json()["sessions"]
+    assert [s["id"] for s in listed] == ["room-1"]
+    assert api.post("/v1/sessions", json={"session_id": "room-1"}).status_code == 409
+
+    r = api.patch("/v1/sessions/room-1", json={"title": "Lisbon trip", "status": "paused"})
+    assert r.json()["title"] == "Lisbon trip" and r.json()["status"] == "paused"
+    assert api.post("/v1/sessions/room-1/end").json() == {"ok": True}
+    assert [s["id"] for s in api.get("/v1/sessions", params={"status": "ended"}).json()["sessions"]] == ["room-1"]
+
+    assert api.delete("/v1/sessions/room-1").json() == {"ok": True}
+    r = api.get("/v1/sessions/room-1")
+    assert r.status_code == 404
+    assert r.json()["error"]["type"] == "session_not_found" and "room-1" in r.json()["error"]["message"]
+    assert api.delete("/v1/sessions/room-1").status_code == 404
+
+
+def test_messages_turns_and_windows(api: TestClient, mem: Memory) -> None:
+    r = api.post("/v1/sessions/s1/messages", json={"role": "user", "content": "hi there", "author_name": "Ana"})
+    assert r.status_code == 201 and r.json()["id"] >= 1 and r.json()["token_count"] > 0
+    call = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    r = api.post("/v1/sessions/s1/messages/batch", json={"messages": [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "call_1", "name": "weather"},
+    ]})
+    assert r.status_code == 201, r.text
+    # all or nothing: a tool result without its call is refused and nothing is written
+    r = api.post("/v1/sessions/s1/messages/batch", json={"messages": [
+        {"role": "user", "content": "one more"},
+        {"role": "tool", "content": "x", "tool_call_id": "nope"},
+    ]})
+    assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_input"
+    assert len(mem.load_session("s1")) == 3
+
+    r = api.post("/v1/sessions/s1/turns", json={
+        "query": "wie geht's?", "response": "gut!", "metadata": {"intent": "smalltalk", "topic": "x"},
+    })
+    assert r.status_code == 201
+    turns = api.get("/v1/sessions/s1/turns").json()["turns"]
+    assert turns[-1]["turn_id"] == r.json()["turn_id"] and turns[-1]["intent"] == "smalltalk"
+
+    msgs = api.get("/v1/sessions/s1/messages").json()["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "user", "assistant"]
+    assert msgs[1]["tool_calls"][0]["id"] == "call_1"
+    window = api.get("/v1/sessions/s1/messages", params={"max_tokens": 12}).json()
+    assert 0 < window["tokens"] <= 12 and window["messages"][-1]["content"] == "gut!"
+
+    assert api.delete("/v1/sessions/s1/messages").json() == {"count": 5}
+    assert api.get("/v1/sessions/s1/messages").json()["messages"] == []
+    assert len(api.get("/v1/sessions/s1/messages", params={"include_hidden": "true"}).json()["messages"]) == 5
+
+    mid = msgs[0]["id"]
+    assert api.patch(f"/v1/messages/{mid}", json={"importance": 0.9, "pinned": True}).json()["pinned"] is True
+    assert api.get(f"/v1/messages/{mid}").json()["importance"] == 0.9
+    assert api.delete(f"/v1/messages/{mid}").json() == {"count": 1}
+    assert api.get(f"/v1/messages/{mid}").status_code == 404
+
+
+def test_store_interaction_uses_the_users_active_session(api: TestClient) -> None:
+    first = api.post("/v1/turns", json={"query": "q1", "response": "a1", "user_id": "ana"}).json()
+    second = api.post("/v1/turns", json={"query": "q2", "response": "a2", "user_id": "ana"}).json()
+    assert first["session_id"] == second["session_id"]
+    other = api.post("/v1/turns", json={"query": "q", "response": "a", "user_id": "bob"}).json()
+    assert other["session_id"] != first["session_id"]
+
+
+def test_search_shows_score_parts(api: TestClient, mem: Memory) -> None:
+    api.post("/v1/sessions", json={"session_id": "food", "title": "Food talk"})
+    api.post("/v1/sessions/food/messages", json={"role": "user", "content": "I am vegetarian and love Lisbon"})
+    api.post("/v1/sessions/food/messages", json={"role": "user", "content": "The train to Sintra leaves at nine"})
+    mem.flush(10)
+    hits = api.post("/v1/search", json={"query": "vegetarian", "top_k": 3}).json()["hits"]
+    assert hits and hits[0]["message"]["content"].startswith("I am vegetarian")
+    assert hits[0]["session_title"] == "Food talk" and "keyword" in hits[0]["scores"]
+    assert api.post("/v1/search", json={"query": ""}).status_code == 422
+
+
+def test_export_import_round_trip(api: TestClient, mem: Memory) -> None:
+    api.post("/v1/sessions", json={"session_id": "x", "title": "T"})
+    api.post("/v1/sessions/x/turns", json={"query": "hello", "response": "hi"})
+    for fmt, media in (("json", "application/json"), ("jsonl", "application/x-ndjson"), ("markdown", "text/markdown")):
+        r = api.get("/v1/sessions/x/export", params={"format": fmt})
+        assert r.status_code == 200 and r.headers["content-type"].startswith(media)
+    text = api.get("/v1/sessions/x/export", params={"format": "jsonl"}).text
+    r = api.post("/v1/import", json={"data": text, "format": "jsonl"})
+    assert r.status_code == 409 and r.json()["error"]["type"] == "conflict"
+    api.delete("/v1/sessions/x")
+    r = api.post("/v1/import", json={"data": text, "format": "jsonl"})
+    assert r.status_code == 201 and r.json()["session_ids"] == ["x"]
+    assert [m.content for m in mem.load_session("x")] == ["hello", "hi"]
+    assert mem.list_turns("x")[0].user_message.content == "hello"
+    assert api.post("/v1/import", json={"data": "not json", "format": "json"}).status_code == 422
+
+
+def test_error_bodies_are_consistent(mem: Memory) -> None:
+    with client_for(mem, max_body_bytes=2048) as api:
+        r = api.post("/v1/sessions", content=b'{"title": ', headers={"content-type": "application/json"})
+        assert r.status_code == 422 and r.json()["error"]["type"] == "validation_error"
+        assert "JSON" in r.json()["error"]["message"]
+
+        r = api.post("/v1/sessions/s/messages", json={"role": "user", "content": "x" * 5000})
+        assert r.status_code == 413 and r.json()["error"]["type"] == "payload_too_large"
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: the limit must hold for streamed bodies too
+            yield b'{"role": "user", "content": "'
+            for _ in range(10):
+                yield b"y" * 500
+            yield b'"}'
+
+        r = api.post("/v1/sessions/s/messages", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        assert mem.store.get_session("s") is None  # nothing was written
+
+        r = api.post("/v1/sessions/s/messages", json={"role": "robot", "content": "x"})
+        assert r.status_code == 422 and "role" in r.json()["error"]["message"]
+        r = api.post("/v1/sessions/s/messages", json={"role": "user", "content": "x", "colour": "red"})
+        assert r.status_code == 422
+        r = api.post("/v1/sessions/s/messages", content='{"role": "user", "content": "\\ud800"}',
+                     headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "surrogate" in r.text
+        r = api.post("/v1/sessions/s/messages", content='{"role": "user", "content": "x", "metadata": {"a": NaN}}',
+                     headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+        assert api.get("/v1/sessions/%ED%A0%80").status_code in (404, 422)
+        assert api.get("/v1/nope").json()["error"]["type"] == "not_found"
+        assert api.put("/v1/sessions").json()["error"]["type"] == "method_not_allowed"
+        assert api.get("/v1/messages/99999999999999999999").status_code == 422
+
+
+def test_optional_features_answer_501_until_they_exist(api: TestClient, mem: Memory) -> None:
+    api.post("/v1/sessions", json={"session_id": "s"})
+    features = api.get("/v1/whoami").json()["features"]
+    assert api.post("/v1/sessions/nope/context", json={"query": "x"}).status_code == 404
+    r = api.post("/v1/sessions/s/context", json={"query": "x", "max_tokens": 500})
+    if features["context"]:
+        assert r.status_code == 200 and "budget" in r.json()
+    else:
+        assert r.status_code == 501 and "context" in r.json()["error"]["message"]
+    r = api.get("/v1/sessions/s/state")
+    assert r.status_code == (200 if features["state"] else 501)
+
+
+def test_health_metrics_and_inspector(api: TestClient, mem: Memory) -> None:
+    assert api.get("/healthz").json()["status"] == "ok"
+    api.post("/v1/sessions/m/messages", json={"role": "user", "content": "count me"})
+    api.post("/v1/sessions/m/turns", json={"query": "a", "response": "b"})
+    text = api.get("/metrics").text
+    assert "memlane_messages_stored_total 3.0" in text
+    assert 'memlane_http_requests_total{method="POST",route="/v1/sessions/{session_id}/turns",status="201"} 1.0' in text
+    assert "memlane_http_request_duration_seconds_bucket" in text and "memlane_embedder_queue_depth" in text
+    page = api.get("/")
+    assert page.status_code == 200 and "memlane" in page.text
+    spec = api.get("/openapi.json").json()
+    assert "/v1/sessions/{session_id}/messages" in spec["paths"]
+
+
+def test_openapi_document_in_repo_matches_the_app(mem: Memory) -> None:
+    """docs/openapi.json is regenerated with: python -m memlane.server.openapi > docs/openapi.json"""
+    from memlane.server.openapi import spec_text
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
+    assert committed.exists(), "docs/openapi.json is missing"
+    assert json.loads(committed.read_text()) == json.loads(spec_text()), (
+        "docs/openapi.json is stale: python -m memlane.server.openapi > docs/openapi.json"
+    )
