@@ -83,7 +83,7 @@ GENERIC_WORDS: frozenset[str] = frozenset(
     super pretty lot lots kind kinda sort stuff bit bye cheers love loved lovely fun wonderful
     fantastic incredible beautiful excited exciting proud sorry hope hoping wish glad dear guys
     man dude buddy friend wanna gonna gotta tell told telling talk talking know knew think
-    thought feel feeling felt want wanted need needed keep kept take took try trying tried look
+    thought feel feeling felt want wanted need needs needed keep kept take took try trying tried look
     looks looking looked mean means meant guess seeing seen saw went come came coming day days
     time times today yesterday tomorrow new old big little best better true real right
     important special thing inspiring inspired share shared sharing hear heard totally truly
@@ -211,7 +211,9 @@ def score_keyphrases(texts: Sequence[str]) -> list[tuple[str, float]]:
         # A phrase seen once is weak evidence unless it is long or a name.
         length_weight = (1.0, 1.6, 1.8)[n - 1]
         if n > 1 and count == 1:
-            length_weight *= 0.8
+            # Seen once, a longer n-gram is more likely a chance run of words
+            # ("staging cluster needs") than a name for a topic.
+            length_weight *= (1.0, 0.8, 0.65)[n - 1]
         early = 1.0 + 0.3 * (1.0 - cand.first / total)
         noun_like = 1.0 + 0.5 * (cand.capitalised / cand.count)
         score = (count**0.8) * length_weight * early * noun_like

@@ -149,7 +149,8 @@ _FILLER_PUNCT = (
     r"yeah|yep|yup|yes|no|nah|nope|ok|okay|well|so|sure|thanks|thank you|thanks so much|"
     r"thank you so much|cheers|totally|absolutely|definitely|congrats|congratulations|"
     r"true|exactly|indeed|agreed|cool|awesome|amazing|great|nice|wonderful|sweet|"
-    r"bye|take care|see you|see ya|good night|good morning|right|anyway|anyways|honestly"
+    r"bye|take care|see you|see ya|good night|good morning|right|anyway|anyways|honestly|"
+    r"guess what|you know what|by the way|btw"
 )
 _LEADING_FILLER_RE = re.compile(
     rf"^(?:(?:(?:{_FILLER_ANY})\b[\s,!.~-]*|(?:{_FILLER_PUNCT})\s*[,!.~-]+\s*))+",
@@ -425,6 +426,7 @@ _SUBJECT_RE = re.compile(r"^(?:[A-Z][\w'-]*|They|It|There|This|That|These|Those|
 
 
 ATTRIBUTION = " said "
+_EXCLAIM_RE = re.compile(r"\s*[!?.]*![!?.]*$")
 _PAST_STARTS = frozenset(
     """
     went got had made took saw did found met bought came left ran tried started finished
@@ -491,7 +493,9 @@ def _compose(
         if attribute and speaker not in text:
             # Nobody the reader can place ("The stories were inspiring!"): say who said it.
             text = f"{speaker}{ATTRIBUTION}{_lower_first(text)}"
-    if text and text[-1] not in ".!?":
+    # A summary states; it does not exclaim.
+    text = _EXCLAIM_RE.sub(".", text)
+    if text and text[-1] not in ".?":
         text += "."
     return text
 
