@@ -22,12 +22,13 @@ Why these choices:
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -53,9 +54,13 @@ from memlane.models import (
     Turn,
 )
 from memlane.store.base import KeywordHit, TurnRecord
-from memlane.store.postgres_schema import MIGRATIONS, TEXT_CONFIG
+from memlane.store.postgres_schema import MIGRATIONS, OPTIONAL, TEXT_CONFIG
 from memlane.text import content_words
 
+if TYPE_CHECKING:
+    from memlane.store.pg_vectors import PgVectorIndex
+
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Conn = psycopg.Connection[TupleRow]
 
@@ -192,6 +197,7 @@ class PostgresStore:
         self._corpus: tuple[float, int, float] | None = None  # (fetched_at, N, avgdl)
         self._df: dict[str, tuple[float, int]] = {}
         self._closed = False
+        self._vectors: PgVectorIndex | None = None
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             url,
             min_size=min_size,
@@ -303,6 +309,13 @@ class PostgresStore:
             for version in sorted(MIGRATIONS):
                 if version in done:
                     continue
+                extension = OPTIONAL.get(version)
+                if extension is not None and not _extension_usable(conn, extension):
+                    log.warning(
+                        "PostgreSQL %s: extension %r is not available; skipping migration %d (%s)",
+                        _redact(self.url), extension, version, MIGRATIONS[version][0],
+                    )
+                    continue
                 name, script = MIGRATIONS[version]
                 conn.execute(script.encode())  # several statements: simple query protocol
                 conn.execute(
@@ -313,6 +326,21 @@ class PostgresStore:
 
     def schema_versions(self) -> list[int]:
         return [r[0] for r in self.read("SELECT version FROM schema_migrations ORDER BY version")]
+
+    def vector_index(self) -> PgVectorIndex | None:
+        """The pgvector index of this database (the recall engine asks for it), or None
+        when the server has no pgvector (search is then keyword-only)."""
+        with self._stats_lock:
+            if self._vectors is not None:
+                return self._vectors
+        if 2 not in self.schema_versions():
+            return None
+        from memlane.store.pg_vectors import PgVectorIndex
+
+        with self._stats_lock:
+            if self._vectors is None:
+                self._vectors = PgVectorIndex(self)
+            return self._vectors
 
     # ------------------------------------------------------------ sessions
 
@@ -894,6 +922,24 @@ class PostgresStore:
             return
         self._closed = True
         self._pool.close()
+
+
+def _extension_usable(conn: Conn, name: str) -> bool:
+    """Is the extension installed, or can this role install it right now?"""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,)).fetchone():
+        return True
+    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)).fetchone():
+        return False
+    # Installing may need privileges we lack: try inside a savepoint and undo it either way;
+    # the migration itself installs it for real.
+    conn.execute("SAVEPOINT probe_extension")
+    try:
+        conn.execute(sql.SQL("CREATE EXTENSION {}").format(sql.Identifier(name)))
+        usable = True
+    except psycopg.Error:  # no privilege, or the library is missing on the server
+        usable = False
+    conn.execute("ROLLBACK TO SAVEPOINT probe_extension")
+    return usable
 
 
 def _session_where(flt: SessionFilter) -> tuple[str, list[Any]]:

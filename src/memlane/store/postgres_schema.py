@@ -120,4 +120,28 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         );
         """,
     ),
+    2: (
+        "message vectors (pgvector)",
+        # Applied only where the pgvector extension can be used (see OPTIONAL); the column
+        # gets its dimension, and the HNSW index, when an embedder claims the index.
+        """
+        CREATE EXTENSION IF NOT EXISTS vector;
+        CREATE TABLE vector_meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE message_vectors (
+            message_id BIGINT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+            tenant_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            embedding vector NOT NULL
+        );
+        CREATE INDEX message_vectors_by_session ON message_vectors (session_id);
+        """,
+    ),
 }
+
+#: Migrations that need an extension: skipped (and retried on the next start) when the
+#: server cannot provide it, instead of failing the whole store. Nothing later may
+#: depend on them.
+OPTIONAL: dict[int, str] = {2: "vector"}

@@ -1,0 +1,240 @@
+"""Message vectors in PostgreSQL with pgvector: the VectorIndex of the PostgreSQL store.
+
+Same contract as the SQLite index (``memlane.search.vectors``):
+- ``message_vectors.message_id`` references ``messages(id) ON DELETE CASCADE``, so a vector
+  goes with its message whoever deletes it;
+- vectors are unit length; similarity is ``1 - cosine distance`` (pgvector's ``<=>``);
+- ``search`` applies the MessageFilter inside the query, so filtered recall is not
+  "top k, then filter".
+
+Why an HNSW index with iterative scans: an unfiltered or loosely filtered query walks the
+graph and keeps going (``hnsw.iterative_scan``) until ``k`` rows pass the filter, instead of
+returning fewer rows than asked. A narrow filter (one session) makes the planner pick the
+session index and compute exact distances for those rows instead, which is both exact and
+fast. ``ef_search`` is raised to at least ``k`` per query: below that the graph cannot
+return ``k`` neighbours.
+
+The column is created without a dimension (migration 2) and typed ``vector(d)`` when an
+embedder claims the empty index (:meth:`set_model_info`); the HNSW index is built then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memlane.errors import EmbedderMismatchError, InvalidInputError
+from memlane.models import MessageFilter
+from memlane.search.vectors import EMBEDDED_ROLES, ModelInfo, Vectors
+
+if TYPE_CHECKING:
+    from memlane.store.postgres import Conn, PostgresStore
+
+#: HNSW build parameters (pgvector defaults are m=16, ef_construction=64).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+#: ef_search floor; raised to k for larger k.
+EF_SEARCH = 100
+
+_META_KEYS = ("model_id", "dimension", "recipe")
+
+
+def vector_literal(row: Any) -> str:
+    """pgvector's text form. str() of a float32 widened to float64 round-trips exactly."""
+    return "[" + ",".join(map(str, np.asarray(row, dtype=np.float32).astype(np.float64).tolist())) + "]"
+
+
+class PgVectorIndex:
+    """The ``message_vectors`` table of a PostgresStore (schema migration 2)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    # ----------------------------------------------------------- model info
+
+    def model_info(self) -> ModelInfo | None:
+        rows = dict(
+            self._store.read("SELECT key, value FROM vector_meta WHERE key = ANY(%s)", (list(_META_KEYS),))
+        )
+        if "model_id" not in rows:
+            return None
+        return ModelInfo(str(rows["model_id"]), int(rows["dimension"]), str(rows.get("recipe", "")))
+
+    def set_model_info(self, info: ModelInfo) -> None:
+        if info.dimension < 1:
+            raise InvalidInputError("dimension must be positive")
+
+        def run(conn: Conn) -> None:
+            # one claimer at a time; others see its result after COMMIT
+            conn.execute("LOCK TABLE vector_meta IN SHARE ROW EXCLUSIVE MODE")
+            current: dict[str, str] = dict(
+                conn.execute(
+                    "SELECT key, value FROM vector_meta WHERE key = ANY(%s)", (list(_META_KEYS),)
+                ).fetchall()
+            )
+            has_vectors = conn.execute("SELECT 1 FROM message_vectors LIMIT 1").fetchone()
+            if has_vectors and current.get("model_id") and (
+                current.get("model_id") != info.model_id
+                or int(current.get("dimension", 0)) != info.dimension
+                or current.get("recipe", "") != info.recipe
+            ):
+                raise EmbedderMismatchError(
+                    "cannot record a new embedder while vectors of another one are stored; "
+                    "run `memlane reindex`"
+                )
+            typmod = conn.execute(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'message_vectors'::regclass "
+                "AND attname = 'embedding'"
+            ).fetchone()
+            if typmod is None or int(typmod[0]) != info.dimension:
+                if has_vectors:  # vectors without model info: left from an interrupted claim
+                    conn.execute("TRUNCATE message_vectors")
+                conn.execute("DROP INDEX IF EXISTS message_vectors_hnsw")
+                conn.execute(
+                    f"ALTER TABLE message_vectors ALTER COLUMN embedding TYPE vector({int(info.dimension)})"
+                )
+                conn.execute(
+                    "CREATE INDEX message_vectors_hnsw ON message_vectors USING hnsw "
+                    f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
+                    f"ef_construction = {HNSW_EF_CONSTRUCTION})"
+                )
+            for key, value in (
+                ("model_id", info.model_id), ("dimension", str(info.dimension)), ("recipe", info.recipe)
+            ):
+                conn.execute(
+                    "INSERT INTO vector_meta (key, value) VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
+
+        self._store.write(run)
+
+    # ----------------------------------------------------------- writes
+
+    def upsert(self, ids: Sequence[int], vectors: Vectors) -> int:
+        id_list = [int(i) for i in ids]
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(id_list):
+            raise InvalidInputError(
+                f"upsert needs one row per id: got {len(id_list)} ids and shape {matrix.shape}"
+            )
+        info = self.model_info()
+        if info is not None and matrix.shape[1] != info.dimension:
+            raise EmbedderMismatchError(
+                f"vectors of width {matrix.shape[1]} do not fit this index ({info.describe()}); "
+                "run `memlane reindex`"
+            )
+        if not id_list:
+            return 0
+        literals = [vector_literal(row) for row in matrix]
+
+        def run(conn: Conn) -> int:
+            # The message may have been forgotten while it waited in the queue: the join
+            # inserts nothing then, instead of failing the foreign key.
+            cur = conn.execute(
+                "INSERT INTO message_vectors (message_id, tenant_id, session_id, embedding) "
+                "SELECT m.id, m.tenant_id, m.session_id, v.embedding::vector "
+                "FROM unnest(%s::bigint[], %s::text[]) AS v(id, embedding) "
+                "JOIN messages m ON m.id = v.id "
+                "ON CONFLICT (message_id) DO UPDATE SET embedding = excluded.embedding",
+                (id_list, literals),
+            )
+            return cur.rowcount
+
+        return self._store.write(run)
+
+    def delete(self, ids: Sequence[int]) -> int:
+        id_list = [int(i) for i in ids]
+        if not id_list:
+            return 0
+
+        def run(conn: Conn) -> int:
+            return conn.execute(
+                "DELETE FROM message_vectors WHERE message_id = ANY(%s)", (id_list,)
+            ).rowcount
+
+        return self._store.write(run)
+
+    def clear(self) -> None:
+        def run(conn: Conn) -> None:
+            conn.execute("TRUNCATE message_vectors")
+            conn.execute("DELETE FROM vector_meta WHERE key = ANY(%s)", (list(_META_KEYS),))
+
+        self._store.write(run)
+
+    # ----------------------------------------------------------- reads
+
+    def count(self) -> int:
+        return int(self._store.read("SELECT count(*) FROM message_vectors")[0][0])
+
+    def missing_ids(self, limit: int, *, after_id: int = 0) -> list[int]:
+        rows = self._store.read(
+            "SELECT m.id FROM messages m WHERE m.id > %s AND m.role = ANY(%s) "
+            "AND m.content <> '' AND NOT EXISTS "
+            "(SELECT 1 FROM message_vectors v WHERE v.message_id = m.id) ORDER BY m.id LIMIT %s",
+            (after_id, list(EMBEDDED_ROLES), int(limit)),
+        )
+        return [int(r[0]) for r in rows]
+
+    def _query(self, query: Vectors) -> tuple[str, int] | None:
+        info = self.model_info()
+        if info is None:
+            return None
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != info.dimension:
+            raise EmbedderMismatchError(
+                f"query vector has {q.shape[0]} dimensions, the index {info.dimension}; "
+                "run `memlane reindex`"
+            )
+        return vector_literal(q), info.dimension
+
+    def similarities(self, query: Vectors, ids: Sequence[int]) -> dict[int, float]:
+        id_list = [int(i) for i in ids]
+        prepared = self._query(query)
+        if prepared is None or not id_list:
+            return {}
+        rows = self._store.read(
+            "SELECT message_id, 1 - (embedding <=> %s::vector) FROM message_vectors "
+            "WHERE message_id = ANY(%s)",
+            (prepared[0], id_list),
+        )
+        return {int(r[0]): float(r[1]) for r in rows}
+
+    def search(
+        self, query: Vectors, k: int, flt: MessageFilter | None = None
+    ) -> list[tuple[int, float]]:
+        if k < 1:
+            raise InvalidInputError("k must be at least 1")
+        prepared = self._query(query)
+        if prepared is None:
+            return []
+        literal, _dim = prepared
+        flt = flt or MessageFilter()
+        from memlane.store.postgres import _message_where  # one definition of the filters
+
+        where, params = _message_where(flt)
+        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id or flt.agent_id else ""
+
+        def run(conn: Conn) -> list[Any]:
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), "
+                "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                (str(max(EF_SEARCH, k)),),
+            )
+            return conn.execute(
+                f"""
+                SELECT message_id, 1 - distance FROM (
+                    SELECT v.message_id, v.embedding <=> %s::vector AS distance
+                    FROM message_vectors v JOIN messages m ON m.id = v.message_id {join}
+                    WHERE true {where}
+                    ORDER BY distance LIMIT %s
+                ) best ORDER BY distance, message_id
+                """,
+                (literal, *params, int(k)),
+            ).fetchall()
+
+        # a transaction scopes the settings (set_config(..., true)) to this query
+        rows = self._store.write(run)
+        return [(int(r[0]), float(r[1])) for r in rows]
