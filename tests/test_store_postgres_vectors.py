@@ -172,7 +172,7 @@ def test_memory_on_postgres_does_hybrid_recall_and_forgets(pg_url: str, fresh_pg
         assert hits[0].scores.get("semantic", 0) > 0
         mem.forget_messages([a.id])
         assert index.count() == 2
-        assert [h.message.content for h in mem.search("kayak")][0] == "my kayak has a leak"
+        assert mem.search("kayak")[0].message.content == "my kayak has a leak"
         mem.delete_session("b")
         assert index.count() == 1
         assert all("kayak" not in h.message.content for h in mem.search("kayak"))
