@@ -85,7 +85,9 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, list[dict[str
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
         msg = str(err.get("msg", "invalid"))
-        if err.get("type") == "json_invalid":
+        if err.get("type") == "extra_forbidden":
+            msg = "unknown field; put extra data under 'metadata'"
+        elif err.get("type") == "json_invalid":
             loc, msg = "body", f"not valid JSON ({err.get('ctx', {}).get('error', 'decode error')})"
         details.append({"loc": loc, "msg": msg})
         parts.append(f"{loc}: {msg}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -227,18 +228,22 @@ class TenantView:
         return self.mem.export_session(session_id, fmt)
 
     def import_sessions(self, text: str, fmt: str = "json", *, on_conflict: str = "error") -> list[str]:
-        if self.caller.tenant is None:
-            return self.mem.import_sessions(text, fmt, on_conflict=on_conflict)
-        # With a key, every imported session belongs to the key's tenant, and an id taken by
-        # another tenant is never replaced or skipped silently: it is a conflict.
         fmt = "markdown" if fmt.lower() == "md" else fmt.lower()
+        if fmt not in transfer.FORMATS:
+            raise InvalidInputError(f"format must be one of {', '.join(transfer.FORMATS)}, got {fmt!r}")
         docs = list(transfer._documents(text, fmt))
         for doc in docs:
             raw = doc.get("session")
             if not isinstance(raw, dict):
                 raise InvalidInputError("export has no 'session' object")
-            raw["tenant_id"] = self.caller.tenant
             doc["format"] = transfer.FORMAT
+            if on_conflict == "new":
+                _fresh_turn_ids(doc)
+            if self.caller.tenant is None:
+                continue
+            # With a key, every imported session belongs to the key's tenant, and an id taken
+            # by another tenant is never replaced or skipped silently: it is a conflict.
+            raw["tenant_id"] = self.caller.tenant
             sid = raw.get("id")
             if sid and on_conflict != "new":
                 other = self.mem.store.get_session(str(sid))
@@ -247,3 +252,15 @@ class TenantView:
                         f"session id {sid!r} is taken; import with on_conflict='new' to get fresh ids"
                     )
         return self.mem.import_sessions(json.dumps(docs), "json", on_conflict=on_conflict)
+
+
+def _fresh_turn_ids(doc: dict[str, Any]) -> None:
+    """A copy of a session (on_conflict='new') needs new turn ids too: they are unique store-wide."""
+    mapping: dict[str, str] = {}
+    for turn in doc.get("turns") or []:
+        if isinstance(turn, dict) and turn.get("turn_id"):
+            mapping[str(turn["turn_id"])] = str(uuid.uuid4())
+            turn["turn_id"] = mapping[str(turn["turn_id"])]
+    for msg in doc.get("messages") or []:
+        if isinstance(msg, dict) and msg.get("turn_id") in mapping:
+            msg["turn_id"] = mapping[msg["turn_id"]]

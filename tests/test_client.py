@@ -1,0 +1,123 @@
+"""MemoryClient against a real uvicorn server: the same calls give the same results as Memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlane import Memory, Message, SearchHit, Session, Turn
+from memlane.client import MemoryClient
+from memlane.errors import ConflictError, InvalidInputError, PermissionDeniedError, SessionNotFoundError, StorageError
+from memlane.server.auth import key_store_for
+from tests.server_support import new_key, open_memory, running_server
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Memory, str]]:
+    mem = open_memory(tmp_path / "server.db")
+    with running_server(mem, keys=key_store_for(mem.store), require_auth=False) as url:
+        yield mem, url
+    mem.close()
+
+
+def agent_script(mem: Any) -> dict[str, Any]:
+    """What an agent does with memory; run once on Memory and once on MemoryClient."""
+    sid = mem.create_session(system_prompt="You are helpful.", metadata={"user": "ana"}, user_id="ana",
+                             session_id="chat-1", title="Trip")
+    first = mem.save_message(sid, {"role": "user", "content": "I'm vegetarian and visit Lisbon in May."})
+    mem.add(sid, "Noted: vegetarian tips for Lisbon.", role="assistant")
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    mem.add_messages(sid, [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        Message(role="tool", content="sunny, 24C", tool_call_id="c1", name="weather"),
+    ])
+    turn_id = mem.store_interaction("wie geht's?", "gut!", session_id=sid,
+                                    metadata={"intent": "smalltalk", "model_used": "llama3.2:3b"})
+    mem.flush(10)
+    recent = mem.get_recent_messages(sid, max_tokens=4096)
+    hits = mem.search("vegetarian Lisbon", top_k=3)
+    turns = mem.list_turns(sid)
+    ctx = mem.get_conversation_context(sid, limit=5)
+    sessions = mem.list_sessions(limit=5, user_id="ana")
+    exported = mem.export_session(sid, "jsonl")
+    important = mem.mark_important(first.id or 0, importance=0.8)
+    cleared = mem.clear_session(sid)
+    after_clear = mem.get_recent_messages(sid, max_tokens=4096)
+    hidden = mem.load_session(sid, include_hidden=True)
+    ended = mem.end_session(sid)
+    session = mem.get_session(sid)
+    deleted = mem.delete_session(sid)
+    deleted_again = mem.delete_session(sid)
+    imported = mem.import_sessions(exported, "jsonl")
+    return {
+        "recent": [(m.role, m.content, m.tool_call_id) for m in recent],
+        "recent_types": {type(m) for m in recent},
+        "first_hit": hits[0].message.content if hits else None,
+        "hit_types": {type(h) for h in hits},
+        "turns": [(t.turn_id == turn_id, t.intent, t.user_message.content, t.assistant_message.content) for t in turns],
+        "turn_types": {type(t) for t in turns},
+        "ctx": [(c["query"], c["response"], c["model_used"]) for c in ctx],
+        "sessions": [(s.id, s.title, s.metadata, s.message_count) for s in sessions],
+        "session_types": {type(s) for s in sessions},
+        "important": (important.importance, important.pinned),
+        "cleared": cleared, "after_clear": [(m.role, m.content) for m in after_clear], "hidden": len(hidden),
+        "ended": (ended, session.status), "deleted": deleted, "deleted_again": deleted_again,
+        "imported": imported, "reimported": [m.content for m in mem.load_session(sid)],
+    }
+
+
+def test_client_mirrors_memory(served: tuple[Memory, str], tmp_path: Path) -> None:
+    _, url = served
+    with Memory(tmp_path / "local.db", embedder="hashing") as local:
+        expected = agent_script(local)
+    with MemoryClient(url) as remote:  # the one line an agent changes
+        got = agent_script(remote)
+    assert got == expected
+    assert got["recent_types"] == {Message} and got["hit_types"] == {SearchHit}
+    assert got["turn_types"] == {Turn} and got["session_types"] == {Session}
+    assert "vegetarian" in got["first_hit"]
+
+
+def test_client_raises_the_library_errors(served: tuple[Memory, str]) -> None:
+    mem, url = served
+    with MemoryClient(url) as remote:
+        with pytest.raises(SessionNotFoundError) as info:
+            remote.get_session("missing")
+        assert info.value.session_id == "missing"
+        with pytest.raises(InvalidInputError, match="role"):
+            remote.save_message("s", {"role": "robot", "content": "x"})
+        with pytest.raises(InvalidInputError, match="unknown"):
+            remote.save_message("s", {"role": "user", "content": "x", "colour": "red"})
+        remote.create_session(session_id="taken")
+        with pytest.raises(ConflictError):
+            remote.create_session(session_id="taken")
+        with pytest.raises(InvalidInputError):
+            remote.search("")
+        assert remote.health()["status"] == "ok"
+        # ids that are not URL-safe still address the right session
+        sid = remote.create_session(session_id="!room:matrix.org?x=1#y")
+        remote.add(sid, "hi")
+        assert [m.content for m in mem.load_session(sid)] == ["hi"]
+    with MemoryClient("http://127.0.0.1:9", timeout=2) as dead, pytest.raises(StorageError, match="cannot reach"):
+        dead.list_sessions()
+
+
+def test_client_with_keys_sees_only_its_tenant(tmp_path: Path) -> None:
+    mem = open_memory(tmp_path / "tenants.db")
+    key_a, key_b = new_key(mem, "a"), new_key(mem, "b")
+    with running_server(mem, keys=key_store_for(mem.store), require_auth=True) as url:
+        with MemoryClient(url, api_key=key_a) as a, MemoryClient(url, api_key=key_b) as b:
+            a.store_interaction("my cat is called Miso", "cute!", session_id="a1")
+            b.store_interaction("my dog is called Rex", "nice!", session_id="b1")
+            assert [s.id for s in a.list_sessions()] == ["a1"] and [s.id for s in b.list_sessions()] == ["b1"]
+            assert {h.message.session_id for h in a.search("called")} == {"a1"}
+            assert {h.message.session_id for h in b.search("called")} == {"b1"}
+            with pytest.raises(SessionNotFoundError):
+                a.load_session("b1")
+            assert a.delete_session("b1") is False and b.get_session("b1").tenant_id == "b"
+        with MemoryClient(url) as anonymous, pytest.raises(PermissionDeniedError, match="API key"):
+            anonymous.list_sessions()
+    mem.close()

@@ -1,0 +1,148 @@
+"""API keys, tenants and the no-auth rule: isolation tested both ways, on every path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memlane import Memory
+from memlane.cli.serve import decide_auth
+from memlane.errors import ConfigError
+from memlane.server.auth import key_store_for, split_key
+from tests.server_support import auth, client_for, new_key, run_cli, serve_subprocess
+
+
+def test_keys_store_only_hashes_and_revoke_takes_effect(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with Memory(path, embedder="none") as mem:
+        keys = key_store_for(mem.store)
+        record, plaintext = keys.create_key("acme", "agent-1")
+        parts = split_key(plaintext)
+        assert parts is not None and parts[0] == record.id
+        assert keys.verify(plaintext) is not None
+        assert keys.verify(plaintext + "x") is None and keys.verify("garbage") is None
+        assert [k.id for k in keys.list_keys()] == [record.id]
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("memory.db"))
+    assert parts[1].encode() not in raw and plaintext.encode() not in raw  # never the secret
+    with Memory(path, embedder="none") as mem:
+        keys = key_store_for(mem.store)
+        assert keys.revoke_key(record.id) and not keys.revoke_key(record.id)
+        assert keys.verify(plaintext) is None and not keys.has_active_keys()
+        assert keys.list_keys() == [] and len(keys.list_keys(include_revoked=True)) == 1
+
+
+def test_decide_auth() -> None:
+    assert decide_auth("127.0.0.1", has_keys=False, flag=None) is False
+    assert decide_auth("::1", has_keys=False, flag=None) is False
+    assert decide_auth("127.0.0.1", has_keys=True, flag=None) is True
+    assert decide_auth("0.0.0.0", has_keys=True, flag=None) is True
+    with pytest.raises(ConfigError, match="without API keys"):
+        decide_auth("0.0.0.0", has_keys=False, flag=None)
+    with pytest.raises(ConfigError, match="loopback"):
+        decide_auth("192.168.1.5", has_keys=True, flag=False)
+
+
+def test_tenants_are_isolated_both_ways(mem: Memory) -> None:
+    key_a, key_b = new_key(mem, "tenant-a"), new_key(mem, "tenant-b")
+    with client_for(mem, keys=key_store_for(mem.store), require_auth=True) as api:
+        assert api.get("/v1/sessions").status_code == 401
+        assert api.get("/v1/sessions", headers=auth("mlk_nope_nope")).status_code == 401
+        assert api.get("/healthz").status_code == 200 and api.get("/").status_code == 200
+
+        def setup(key: str, sid: str, secret: str) -> int:
+            h = auth(key)
+            assert api.post("/v1/sessions", json={"session_id": sid, "tenant_id": "spoofed"}, headers=h).status_code == 201
+            r = api.post(f"/v1/sessions/{sid}/messages", json={"role": "user", "content": secret}, headers=h)
+            assert r.status_code == 201
+            api.post(f"/v1/sessions/{sid}/turns", json={"query": f"{secret} again", "response": "ok"}, headers=h)
+            return int(r.json()["id"])
+
+        mid_a = setup(key_a, "sess-a", "alpha pineapple secret")
+        mid_b = setup(key_b, "sess-b", "bravo pineapple secret")
+        assert mem.get_session("sess-a").tenant_id == "tenant-a"  # the body's tenant_id was ignored
+        mem.flush(10)
+
+        for key, mine, theirs, their_mid, their_word in (
+            (key_a, "sess-a", "sess-b", mid_b, "bravo"),
+            (key_b, "sess-b", "sess-a", mid_a, "alpha"),
+        ):
+            h = auth(key)
+            assert [s["id"] for s in api.get("/v1/sessions", headers=h).json()["sessions"]] == [mine]
+            assert api.get("/v1/sessions", params={"tenant_id": "tenant-a"}, headers=h).json()["sessions"][0]["id"] == mine
+            for method, path in (
+                ("GET", f"/v1/sessions/{theirs}"), ("GET", f"/v1/sessions/{theirs}/messages"),
+                ("GET", f"/v1/sessions/{theirs}/turns"), ("GET", f"/v1/sessions/{theirs}/export"),
+                ("POST", f"/v1/sessions/{theirs}/end"), ("DELETE", f"/v1/sessions/{theirs}/messages"),
+                ("DELETE", f"/v1/sessions/{theirs}"), ("GET", f"/v1/messages/{their_mid}"),
+                ("DELETE", f"/v1/messages/{their_mid}"),
+            ):
+                r = api.request(method, path, headers=h)
+                assert r.status_code == 404, (method, path, r.text)
+            # writing into their session id must not land in their session
+            r = api.post(f"/v1/sessions/{theirs}/messages", json={"role": "user", "content": "intrude"}, headers=h)
+            assert r.status_code == 404
+            r = api.post("/v1/turns", json={"session_id": theirs, "query": "q", "response": "a"}, headers=h)
+            assert r.status_code == 404
+            r = api.patch(f"/v1/messages/{their_mid}", json={"pinned": True}, headers=h)
+            assert r.status_code == 404
+            hits = api.post("/v1/search", json={"query": "pineapple secret", "top_k": 20}, headers=h).json()["hits"]
+            assert hits and {x["session_id"] for x in hits} == {mine}
+            assert their_word not in json.dumps(hits)
+            r = api.post("/v1/search", json={"query": "pineapple", "session_id": theirs}, headers=h)
+            assert r.status_code == 404
+            r = api.post(f"/v1/sessions/{theirs}/context", json={"query": "pineapple"}, headers=h)
+            assert r.status_code == 404
+            r = api.post("/v1/relevant-context", json={"query": "pineapple secret"}, headers=h)
+            if r.status_code == 200:
+                assert their_word not in json.dumps(r.json())
+            assert api.get("/v1/whoami", headers=h).json()["tenant"] in ("tenant-a", "tenant-b")
+
+        # import: an id taken by another tenant is a conflict, never a silent replace
+        export_b = api.get("/v1/sessions/sess-b/export", headers=auth(key_b)).text
+        r = api.post("/v1/import", json={"data": export_b, "on_conflict": "replace"}, headers=auth(key_a))
+        assert r.status_code == 409
+        assert mem.get_session("sess-b").tenant_id == "tenant-b" and mem.load_session("sess-b")
+        # ... while a fresh copy lands in the importer's tenant
+        r = api.post("/v1/import", json={"data": export_b, "on_conflict": "new"}, headers=auth(key_a))
+        assert r.status_code == 201, r.text
+        (copy,) = r.json()["session_ids"]
+        assert mem.get_session(copy).tenant_id == "tenant-a"
+
+        assert api.delete("/v1/sessions/sess-a", headers=auth(key_a)).json() == {"ok": True}
+        assert mem.store.get_session("sess-b") is not None
+
+
+def test_keys_cli_and_serve_refuses_public_bind_without_keys(tmp_path: Path) -> None:
+    db = str(tmp_path / "keys.db")
+    r = run_cli(["--store", db, "serve", "--host", "0.0.0.0", "--port", "0"], tmp_path)
+    assert r.returncode == 7 and "without API keys" in r.stderr, r.stderr
+    r = run_cli(["--store", db, "keys", "create", "--tenant", "acme", "--name", "bot", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    created = json.loads(r.stdout)
+    assert created["key"].startswith("mlk_") and created["tenant_id"] == "acme"
+    listed = json.loads(run_cli(["--store", db, "keys", "list", "--json"], tmp_path).stdout)
+    assert [k["id"] for k in listed] == [created["id"]] and "key" not in listed[0]
+
+    # keys exist, so even on loopback the server now requires one
+    with serve_subprocess(["--store", db, "serve", "--port", "0"], tmp_path) as (url, banner):
+        assert any("API keys required" in line for line in banner)
+        assert httpx.get(f"{url}/v1/sessions").status_code == 401
+        ok = httpx.get(f"{url}/v1/sessions", headers=auth(created["key"]))
+        assert ok.status_code == 200 and ok.json() == {"sessions": []}
+
+    assert run_cli(["--store", db, "keys", "revoke", created["id"]], tmp_path).returncode == 0
+    assert run_cli(["--store", db, "keys", "revoke", created["id"]], tmp_path).returncode == 4
+    assert json.loads(run_cli(["--store", db, "keys", "list", "--json"], tmp_path).stdout) == []
+
+
+def test_serve_without_keys_on_loopback_says_auth_is_off(tmp_path: Path) -> None:
+    db = str(tmp_path / "open.db")
+    with serve_subprocess(["--store", db, "serve", "--port", "0"], tmp_path) as (url, banner):
+        text = "".join(banner)
+        assert "auth       OFF" in text and "loopback" in text and url.startswith("http://127.0.0.1:")
+        r = httpx.post(f"{url}/v1/sessions/s/messages", json={"role": "user", "content": "hello"})
+        assert r.status_code == 201
+        assert httpx.get(f"{url}/v1/whoami").json()["auth"] is False
