@@ -133,6 +133,32 @@ def test_rewrite_fillers_emoji_and_questions_dropped() -> None:
     assert not re.search(r"\b(I|my|Hey|Omg)\b", text), text
 
 
+def test_german_keeps_its_sentences_with_the_speaker_named() -> None:
+    messages = [
+        msg("Anna", "Hallo Ben! Ich habe endlich meinen Hund Pixel adoptiert, er ist ein Border Collie."),
+        msg("Ben", "Toll! Ich suche immer noch eine Wohnung in Leipzig, die Mieten sind gestiegen.", role="assistant"),
+        msg("Anna", "Wir fahren im Juni mit dem Zug nach Wien, meine Schwester wohnt dort."),
+    ]
+    text = ExtractiveSummarizer().summarize(messages)
+    assert "Anna: Ich habe endlich meinen Hund Pixel adoptiert, er ist ein Border Collie." in text
+    assert "Ben: Ich suche immer noch eine Wohnung in Leipzig" in text
+    assert "Hallo" not in text and "Toll" not in text and "talked on" not in text
+
+
+def test_group_chat_you_is_the_last_other_speaker() -> None:
+    messages = [
+        msg("Ana", "I booked the cabin near Lake Tahoe for the August trip."),
+        msg("Ben", "I will bring the kayaks and the camping stove for everyone."),
+        msg("Cleo", "You always forget the paddles, so pack them tonight please."),
+    ]
+    text = ExtractiveSummarizer().summarize(messages)
+    assert "Ana booked the cabin near Lake Tahoe for the August trip." in text
+    assert "Ben will bring the kayaks" in text
+    assert "Cleo said Ben always forgets the paddles" in text
+    assert "camping stove for everyone." in text
+    assert text.startswith("Ana, Ben and Cleo talked on 5 March 2024")
+
+
 def test_near_duplicates_are_removed(conv: LocomoConversation) -> None:
     messages = session(conv, 1)
     fact = "I went to a LGBTQ support group yesterday and it was so powerful."

@@ -13,7 +13,7 @@ output; a 30-turn session takes a few milliseconds.
 :class:`RollingSummary` keeps a summary under a token budget while a
 conversation grows: each new block of messages contributes its own best
 sentences, and when the budget is full the oldest, least salient sentences go
-first. Old sentences that the new block talks about again are reinforced.
+first, while an early fact on a topic the conversation keeps returning to stays.
 
 :class:`LLMSummarizer` asks any OpenAI-compatible chat-completions endpoint and
 falls back to the extractive summary (with a warning) when the endpoint fails.
@@ -38,6 +38,8 @@ import numpy as np
 from memlane.context.keyphrases import (
     GENERIC_WORDS,
     STOPWORDS,
+    STOPWORDS_DE,
+    STOPWORDS_EN,
     normalize_term,
     score_keyphrases,
     tokenize_words,
@@ -131,8 +133,11 @@ def split_sentences(text: str) -> list[str]:
     out: list[str] = []
     for part in parts:
         if out:
-            last_word = out[-1].rsplit(" ", 1)[-1].rstrip(".").lower()
-            if out[-1].endswith(".") and last_word in _ABBREVIATIONS:
+            last = out[-1].rsplit(" ", 1)[-1]
+            last_word = last.rstrip(".").lower()
+            # "Dr." and initials ("J.K. Rowling") do not end a sentence.
+            initial = len(last) >= 2 and last[-2].isupper() and (len(last) == 2 or last[-3] == ".")
+            if out[-1].endswith(".") and (last_word in _ABBREVIATIONS or initial):
                 out[-1] = f"{out[-1]} {part}"
                 continue
         out.append(part)
@@ -185,7 +190,13 @@ def _strip_vocatives(sentence: str, people: _People) -> str:
             s = s[m.end() :].strip()
         # "..., Caroline!" / "... Mel." at the end
         m = re.search(r",?\s+([A-Za-z][\w'-]*)\s*([!.?]*)\s*$", s)
-        if m and people.is_name(m.group(1)) and (m.group(0).startswith(",") or m.group(2)):
+        # A generic word ("everyone") is a vocative only after a comma; a
+        # speaker's name also before the final punctuation ("Thanks Mel!").
+        spoken_to = m is not None and (
+            (m.group(0).startswith(",") and people.is_name(m.group(1)))
+            or (bool(m.group(2)) and m.group(1).lower() in people.names and m.group(1)[:1].isupper())
+        )
+        if m and spoken_to:
             s = (s[: m.start()].rstrip(" ,") + (m.group(2) or "")).strip()
         if s == before:
             break
@@ -210,7 +221,8 @@ _VERBS = frozenset(
     sing dance swim volunteer care support imagine bet plan look recommend visit travel feel
     bring call collect dream practice study listen hang help tend carry own value realize
     struggle worry relax train believe cherish mentor hike walk skate surf create build love
-    bring start stop continue
+    bring start stop continue forget say tell ask give put leave pick send buy sell move grow
+    wonder suppose hear meet lose win fix check share paint manage handle finish join follow
     """.split()
 )
 
@@ -373,6 +385,7 @@ def _speaker_of(msg: Message) -> str:
     )
 
 
+_LOWER_WORD_RE = re.compile(r"\b[a-z][a-z'-]*\b")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
 
@@ -410,6 +423,25 @@ class _Prepared:
     speakers: list[str]
     names: frozenset[str]
     input_words: int
+    english: bool = True
+
+
+_EN_ONLY = STOPWORDS_EN - STOPWORDS_DE
+_DE_ONLY = STOPWORDS_DE - STOPWORDS_EN
+
+
+def _looks_english(texts: Sequence[str]) -> bool:
+    """English unless German function words outnumber English ones.
+
+    The third-person rewrite knows English grammar only; other languages keep
+    their sentences and get a "Name: ..." attribution instead.
+    """
+    en = de = 0
+    for text in texts:
+        for word in _LOWER_WORD_RE.findall(text.lower()):
+            en += word in _EN_ONLY
+            de += word in _DE_ONLY
+    return en >= de
 
 
 # Intensifiers and hedges: they carry the speaker's tone, not the content, and a
@@ -436,12 +468,18 @@ _PAST_STARTS = frozenset(
 _NO_SUBJECT_RE = re.compile(r"^([A-Z][a-z]+)\b(?!')")
 
 
-def _add_subject(text: str) -> str:
-    """Give a subjectless chat sentence its "I" back: "Dyed my hair" -> "I dyed my hair"."""
+def _add_subject(text: str, common: frozenset[str]) -> str:
+    """Give a subjectless chat sentence its "I" back: "Dyed my hair" -> "I dyed my hair".
+
+    ``common`` holds the words seen in lower case in the conversation, so a
+    name that happens to end in -ing or -ed ("Rowling") is left alone.
+    """
     m = _NO_SUBJECT_RE.match(text)
     if m is None:
         return text
     word = m.group(1).lower()
+    if word not in common and word not in _PAST_STARTS and word != "been":
+        return text
     rest = text[m.end() :]
     clause = rest.split(",", 1)[0].split(" - ", 1)[0].lower().split()
     if _HAS_SUBJECT_RE.search(rest) or any(w in _FINITE for w in clause[:8]):
@@ -467,11 +505,22 @@ _FINITE = frozenset(
 _NOT_GERUNDS = frozenset("something nothing anything everything morning evening thing".split())
 
 
-def _lower_first(text: str) -> str:
-    first = text.split(" ", 1)[0]
-    if first.lower() in STOPWORDS or first.lower() in GENERIC_WORDS:
+def _lower_first(text: str, common: frozenset[str]) -> str:
+    """Lower-case the first word after "X said" unless it is a name."""
+    first = text.split(" ", 1)[0].strip("\"'(")
+    if (first.lower() in common or first.lower() in STOPWORDS) and first != "I":
         return text[:1].lower() + text[1:]
     return text
+
+
+# "It's awesome - ", "That's so cool! ": a reaction in front of the content.
+_REACTION_RE = re.compile(
+    r"^(?:it's|that's|this is|that is|it is|it was|that was|this was|sounds|looks)\s+"
+    r"(?:\w+\s+)?(?:awesome|great|amazing|cool|fantastic|wonderful|incredible|nice|"
+    r"lovely|beautiful|good|fun|crazy|wild|sweet|terrific|brilliant|exciting|inspiring)"
+    r"\s*(?:[,;:]|\s-+|\s–|\s—)\s*(?=\S)",
+    re.IGNORECASE,
+)
 
 
 def _compose(
@@ -482,17 +531,21 @@ def _compose(
     third_person: bool,
     compress: bool,
     attribute: bool,
+    common: frozenset[str] = frozenset(),
 ) -> str:
     """The summary form of one sentence: compressed, rewritten, attributed."""
     text = said
     if compress:
-        compact = _INTENSIFIER_RE.sub("", text).strip()
+        compact = _REACTION_RE.sub("", text)
+        compact = _INTENSIFIER_RE.sub("", compact).strip()
         text = compact[:1].upper() + compact[1:] if compact else text
     if third_person:
-        text = _rewrite(_add_subject(text), speaker, addressee)
+        text = _rewrite(_add_subject(text, common), speaker, addressee)
         if attribute and speaker not in text:
             # Nobody the reader can place ("The stories were inspiring!"): say who said it.
-            text = f"{speaker}{ATTRIBUTION}{_lower_first(text)}"
+            text = f"{speaker}{ATTRIBUTION}{_lower_first(text, common)}"
+    elif attribute and speaker not in text:
+        text = f"{speaker}: {text}"
     # A summary states; it does not exclaim.
     text = _EXCLAIM_RE.sub(".", text)
     if text and text[-1] not in ".?":
@@ -506,6 +559,8 @@ def _prepare(messages: Sequence[Message], opts: ExtractiveSummarizer) -> _Prepar
     texts = [m.content for m in visible]
     names = _name_forms(speakers, texts)
     people = _People(names)
+    common = frozenset(w for t in texts for w in _LOWER_WORD_RE.findall(t))
+    english = _looks_english(texts)
     sentences: list[SummarySentence] = []
     input_words = 0
     previous_other: dict[str, str] = {}  # speaker -> who spoke last before them
@@ -533,9 +588,10 @@ def _prepare(messages: Sequence[Message], opts: ExtractiveSummarizer) -> _Prepar
                 stripped,
                 speaker,
                 addressee,
-                third_person=opts.third_person,
+                third_person=opts.third_person and english,
                 compress=opts.compress,
                 attribute=opts.attribute,
+                common=common,
             )
             sentences.append(
                 SummarySentence(
@@ -569,7 +625,7 @@ def _prepare(messages: Sequence[Message], opts: ExtractiveSummarizer) -> _Prepar
                     weight=0.8,
                 )
             )
-    return _Prepared(sentences, speakers, names, input_words)
+    return _Prepared(sentences, speakers, names, input_words, english)
 
 
 def _disclosure(raw: str, weights: RankWeights) -> float:
@@ -852,14 +908,15 @@ class ExtractiveSummarizer:
     ) -> str:
         _check_budget(max_tokens)
         if previous_summary:
-            budget = max_tokens if max_tokens is not None else self._rolling_default(messages)
+            # Without a budget the merged summary may grow to about max_words.
+            budget = max_tokens if max_tokens is not None else int(self.max_words * 1.4)
             rolling = RollingSummary(max_tokens=budget, summarizer=self)
             return rolling.update(messages, previous_summary=previous_summary)
         if max_tokens == 0:
             return ""
         prepared = _prepare(messages, self)
         ranked = [s for s in _rank(prepared, self.weights) if s.candidate]
-        header = _header(messages, prepared.speakers) if self.header else ""
+        header = _header(messages, prepared.speakers) if self.header and prepared.english else ""
         if header and max_tokens is not None and self._counter().count(header) > max_tokens // 3:
             header = ""  # a tiny budget is better spent on content
         target = self.length_for(prepared.input_words)
@@ -872,10 +929,6 @@ class ExtractiveSummarizer:
                 text = _join(header, [best])
             text = fit_to_budget(text, max_tokens, self._counter())
         return text
-
-    def _rolling_default(self, messages: Sequence[Message]) -> int:
-        words = self.max_words
-        return max(64, int(words * 1.4))
 
 
 def _join(prefix: str, sentences: Sequence[SummarySentence]) -> str:
