@@ -164,3 +164,136 @@ def test_keyword_ranking_agrees_with_sqlite(fresh_pg_store: PostgresStore, tmp_p
             assert set(a) == set(b), query
     finally:
         lite.close()
+
+
+# ---------------------------------------------------------------- several OS processes
+
+_WORKER = r"""
+import sys
+from memlane import Memory
+url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with Memory.from_url(url, embedder="none") as mem:
+    mem.ensure_session("shared")
+    for i in range(n):
+        mem.add("shared", f"{name} shared note {i} about the lighthouse")
+        mem.add(f"own-{name}", f"{name} own note {i}")
+        if i % 10 == 0:
+            assert mem.search("lighthouse", session_id="shared"), "search saw nothing"
+print("ok")
+"""
+
+
+def test_two_processes_append_and_search_concurrently(pg_url: str, fresh_pg_store: PostgresStore) -> None:
+    import subprocess
+    import sys
+
+    n = 60
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, pg_url, name, str(n)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for name in ("p1", "p2")
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert out.strip() == "ok"
+    s = fresh_pg_store
+    assert s.count_messages("shared") == 2 * n
+    session = s.get_session("shared")
+    assert session is not None and session.message_count == 2 * n
+    for name in ("p1", "p2"):
+        own = [m.content for m in s.iter_messages(f"own-{name}")]
+        assert own == [f"{name} own note {i}" for i in range(n)]  # nothing lost, in order
+        shared = [m.content for m in s.iter_messages("shared") if m.content.startswith(name)]
+        assert shared == [f"{name} shared note {i} about the lighthouse" for i in range(n)]
+    assert len(s.keyword_search("lighthouse", MessageFilter(), limit=500)) == 2 * n
+
+
+# ---------------------------------------------------------------- server crash
+
+_CRASH_WRITER = r"""
+import sys, time
+from pathlib import Path
+from memlane.errors import StorageError
+from memlane.models import Message, Session
+from memlane.store.postgres import PostgresStore
+from memlane.errors import ConflictError
+
+url, acks, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+store = PostgresStore(url, timeout=2, retry_seconds=1)
+try:
+    store.create_session(Session(id="crash"))
+except ConflictError:
+    pass
+i = failures = 0
+with acks.open("a") as out:
+    while not stop.exists():
+        text = f"acknowledged write {i}"
+        try:
+            (stored,) = store.append("crash", [Message(role="user", content=text)])
+        except StorageError:
+            failures += 1  # server down or commit outcome unknown: not acknowledged
+            time.sleep(0.05)
+            continue
+        out.write(f"{stored.id}\t{text}\n")
+        out.flush()
+        i += 1
+store.close()
+print(failures)
+"""
+
+
+def test_sigkill_of_the_server_loses_no_acknowledged_write(tmp_path: object) -> None:
+    """Kill PostgreSQL (postmaster and backends) mid-write, twice; every ack survives."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    base = Path(str(tmp_path))
+    acks, stop = base / "acks.tsv", base / "stop"
+    server = EmbeddedPostgres(fsync=True)  # a server of its own: the shared one must not die
+    try:
+        server.start()
+        url = server.create_database("crash")
+        PostgresStore(url).close()
+        writer = subprocess.Popen(
+            [sys.executable, "-c", _CRASH_WRITER, url, str(acks), str(stop)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+        def acked() -> int:
+            return len(acks.read_text().splitlines()) if acks.exists() else 0
+
+        def wait_for(count: int) -> None:
+            deadline = time.monotonic() + 60
+            while acked() < count:
+                assert writer.poll() is None, writer.communicate()[1]
+                assert time.monotonic() < deadline, "the writer made no progress"
+                time.sleep(0.01)
+
+        for _round in range(2):
+            wait_for(acked() + 40)
+            server.kill()  # SIGKILL while the writer is mid-transaction
+            time.sleep(0.3)
+            server.start()  # crash recovery replays the WAL
+        wait_for(acked() + 40)  # the writer's pool reconnected by itself
+        stop.touch()
+        out, err = writer.communicate(timeout=60)
+        assert writer.returncode == 0, err
+        assert int(out) >= 1, "the kills never hit a write in flight"
+        store = PostgresStore(url)
+        try:
+            lines = [line.split("\t") for line in acks.read_text().splitlines()]
+            by_id = {m.id: m.content for m in store.get_messages([int(i) for i, _ in lines])}
+            missing = [(i, t) for i, t in lines if by_id.get(int(i)) != t]
+            assert missing == [], f"{len(missing)} acknowledged writes lost"
+            session = store.get_session("crash")
+            assert session is not None and session.message_count == store.count_messages("crash")
+            assert store.count_messages("crash") >= len(lines)
+        finally:
+            store.close()
+    finally:
+        server.cleanup()
