@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 # Order matters: later parts may use what earlier ones registered.
 COMPONENTS: list[str] = [
     "memlane.search.recall:attach",
+    "memlane.state.tracker:attach",  # before anything that reads session state per turn
+    "memlane.context.summaries:attach",  # rolling summaries + checkpoints, on a background thread
 ]
 
 

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlane import transfer
 from memlane.config import Settings, load_settings
@@ -45,6 +45,12 @@ from memlane.models import (
 from memlane.store import Store, TurnRecord, open_store
 from memlane.text import snippet
 from memlane.tokens import TokenCounter, get_counter
+
+if TYPE_CHECKING:
+    from memlane.context.packet import ContextPacket
+    from memlane.state.references import Resolution
+    from memlane.state.sessions import SessionManager
+    from memlane.state.tracker import SessionState
 
 log = logging.getLogger(__name__)
 
@@ -341,17 +347,23 @@ class Memory:
         author_id: str | None = None,
         author_name: str | None = None,
         created_at: datetime | None = None,
+        resolve: bool = False,
     ) -> str:
         """Store a user query and the assistant's response as one turn; returns the turn id.
 
         Per-turn fields (intent, action_name, job_refs, model_used, confidence_score,
         processing_time, resolved_query, context_used) may be given in ``metadata``; they
-        are kept in their own columns, the rest stays in the turn's metadata.
+        are kept in their own columns, the rest stays in the turn's metadata. With
+        ``resolve`` the query's references are resolved against the session first and the
+        resolved query is kept beside the original (unless metadata already has one).
         """
         meta = check_json(metadata, "metadata")
         if session_id is None:
-            session_id = self.active_session_for(user_id)
+            session_id = self.active_session_for(user_id, query)
         session = self.ensure_session(session_id, user_id=user_id)
+        if resolve and "resolved_query" not in meta and isinstance(query, str) and query.strip():
+            for key, value in self.resolve_references(query, session.id).to_metadata().items():
+                meta.setdefault(key, value)
         turn_id = str(uuid.uuid4())
         fields = {k: meta.pop(k) for k in TURN_FIELDS if k in meta}
         job_refs = fields.get("job_refs") or []
@@ -386,8 +398,11 @@ class Memory:
         self._append(session, [user, assistant], record)
         return turn_id
 
-    def active_session_for(self, user_id: str | None) -> str:
+    def active_session_for(self, user_id: str | None, query: str | None = None) -> str:
         """The user's most recently active open session, or a new one (auto-create)."""
+        manager = self.extensions.get("sessions")
+        if manager is not None:  # expiry, per-user cap, topic changes (memlane.state.sessions)
+            return str(manager.active_session_for(user_id, query))
         found = self.store.list_sessions(SessionFilter(user_id=user_id, status="active"), limit=1)
         if found:
             return found[0].id
@@ -404,6 +419,73 @@ class Memory:
         for sid in {m.session_id for m in msgs}:
             self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
         return self.store.delete_messages(message_ids)
+
+    # ------------------------------------------------------------ session state
+
+    @property
+    def sessions(self) -> SessionManager:
+        """Session lifecycle: expiry, per-user cap, topic-change detection."""
+        from memlane.state.sessions import sessions_of
+
+        return sessions_of(self)
+
+    def get_state(self, session_id: str) -> SessionState:
+        """The session's live state: topics, open loops, pending clarifications, job refs."""
+        from memlane.state.tracker import get_state
+
+        return get_state(self, session_id)
+
+    def resolve_references(self, query: str, session_id: str) -> Resolution:
+        """Resolve "it", "deinen Vorschlag", "yes" ... in ``query`` against the session."""
+        from memlane.state.references import resolve_in_session
+
+        return resolve_in_session(self, query, session_id)
+
+    def get_active_session(self, user_id: str | None = None) -> Session:
+        """The user's active session, created when there is none (idle ones expire first)."""
+        return self.sessions.get_active_session(user_id)
+
+    def auto_expire_sessions(self) -> list[str]:
+        """Expire sessions idle longer than ``mem.sessions.idle_timeout``; returns their ids."""
+        return self.sessions.auto_expire_sessions()
+
+    def detect_topic_change(self, query: str, session_id: str) -> bool:
+        """Whether ``query`` leaves the topics of the session's recent messages."""
+        return self.sessions.detect_topic_change(query, session_id)
+
+    # ------------------------------------------------------------ context
+
+    def context(
+        self,
+        session_id: str,
+        query: str | None = None,
+        max_tokens: int | None = None,
+        *,
+        strategy: str | None = None,
+        model: str | None = None,
+        priorities: Sequence[str] | str | None = None,
+    ) -> ContextPacket:
+        """The context packet for the next LLM call; ``packet.to_messages()`` fits ``max_tokens``."""
+        from memlane.context.packet import build_packet
+
+        return build_packet(
+            self, session_id, query=query, max_tokens=max_tokens, strategy=strategy,
+            model=model, priorities=priorities,
+        )
+
+    def hydrate(
+        self, session_id: str, query: str | None = None, max_tokens: int | None = None
+    ) -> ContextPacket:
+        """Startup hydration (PRD §5): checkpoint or log -> packet; marks the session resuming."""
+        from memlane.state.checkpoint import hydrate
+
+        return hydrate(self, session_id, query=query, max_tokens=max_tokens)
+
+    def shutdown(self, session_id: str | None = None, *, close: bool = False) -> dict[str, Any]:
+        """Clean shutdown (PRD §6): final summary, state, checkpoint; marks shutdown_clean."""
+        from memlane.state.checkpoint import shutdown
+
+        return shutdown(self, session_id, close=close)
 
     # ------------------------------------------------------------ reading
 

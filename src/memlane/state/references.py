@@ -1,37 +1,702 @@
-"""Reference resolution (seed 004), English and German. Work in progress."""
+"""Reference resolution (seed 004), English and German.
+
+A user's message often points back into the conversation: "ja setze deinen
+Vorschlag um", "run that again", "no, that's wrong", "the second one". The
+resolver finds those references, decides what each points to in the recent
+history, and returns the query with a ``[Context: ...]`` suffix an LLM can use
+(the seed's example: ``ja setze deinen vorschlag um! [Context: Previous
+suggestion was ...]``). When a reference could mean several recent things it
+does not guess: it returns a numbered clarification in the query's language,
+built from those things (seed 004: "Ich bin mir nicht sicher, worauf sich 'das'
+bezieht. Meinten Sie: 1. ... 2. ... 3. Etwas anderes?").
+
+Referents are commands (code spans, shell lines), job ids, list items and the
+assistant's suggestions or offers; a turn with none of those is a referent
+itself (named by the user's request). Salience falls by ``TURN_DECAY`` per turn
+back, and words the query shares with a referent raise it. A bare reference
+("mach das nochmal", "do it again") whose runner-up referent reaches
+``AMBIGUITY_RATIO`` of the best one is ambiguous.
+
+Deterministic, offline, regular expressions only.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from memlane.models import Message
+from memlane.errors import InvalidInputError
+from memlane.models import JSON, Message
+from memlane.state import language as lang
+from memlane.state.tracker import extract_job_refs, get_state
+
+if TYPE_CHECKING:
+    from memlane.memory import Memory
+
+__all__ = [
+    "AMBIGUITY_RATIO",
+    "Candidate",
+    "Reference",
+    "Resolution",
+    "detect_references",
+    "has_reference_cues",
+    "resolve",
+    "resolve_in_session",
+]
+
+AMBIGUITY_RATIO = 0.55
+TURN_DECAY = 0.6
+MAX_OPTIONS = 3
+HISTORY = 12
+
+_I = re.IGNORECASE | re.UNICODE
+
+
+# --------------------------------------------------------------------- records
+
+
+@dataclass(slots=True)
+class Candidate:
+    """Something in the recent conversation a reference may point to."""
+
+    kind: str  # command | job | item | suggestion | message
+    target: str  # what a reference to it stands for (a command, a job id, a sentence)
+    message_id: int | None
+    message_text: str
+    role: str
+    distance: int  # turns back from the newest (0 = the last turn)
+    score: float = 0.0
+    sentence: str = ""  # the sentence it appears in
+    suggested: bool = False  # that sentence suggests or offers something
+    in_list: bool = False  # one item of a numbered or bulleted list
+
+    def label(self, language: str) -> str:
+        """How the candidate reads as a numbered option."""
+        if self.kind == "command":
+            if language == "de":
+                return f"Den Befehl `{self.target}` ausführen"
+            return f"Run `{self.target}`"
+        return self.target
+
+    def describe(self) -> str:
+        return f"the command `{self.target}`" if self.kind == "command" else self.target
+
+    def to_dict(self) -> JSON:
+        return {
+            "kind": self.kind, "target": self.target, "message_id": self.message_id,
+            "message_text": self.message_text, "role": self.role, "distance": self.distance,
+            "score": round(self.score, 4), "sentence": self.sentence,
+        }
 
 
 @dataclass(slots=True)
 class Reference:
-    text: str
-    kind: str
+    """One reference found in the query and what it was resolved to."""
+
+    text: str  # as written in the query ("deinen Vorschlag")
+    kind: str  # pronoun | reference | entity | selection | confirmation | negation
     start: int = 0
     end: int = 0
-    target: str | None = None
-    message_id: int | None = None
+    target: str | None = None  # what it stands for; None when unresolved or ambiguous
+    message_id: int | None = None  # the earlier message it points to
     message_text: str | None = None
     confidence: float = 0.0
+    ambiguous: bool = False
+    candidates: list[Candidate] = field(default_factory=list)
+    description: str | None = None  # this reference's part of "[Context: ...]"
+
+    def to_dict(self) -> JSON:
+        return {
+            "text": self.text, "kind": self.kind, "start": self.start, "end": self.end,
+            "target": self.target, "message_id": self.message_id,
+            "message_text": self.message_text, "confidence": round(self.confidence, 4),
+            "ambiguous": self.ambiguous, "description": self.description,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
 
 
 @dataclass(slots=True)
 class Resolution:
+    """The result of resolving a query against its session."""
+
     query: str
     resolved_query: str
     references: list[Reference] = field(default_factory=list)
-    confidence: float = 1.0
+    confidence: float = 1.0  # 1.0 when there was nothing to resolve
     language: str = "en"
-    clarification: str | None = None
+    clarification: str | None = None  # a question to ask instead of guessing
+    options: list[str] = field(default_factory=list)
+
+    @property
+    def needs_clarification(self) -> bool:
+        return self.clarification is not None
+
+    @property
+    def context_used(self) -> bool:
+        return self.resolved_query != self.query
+
+    @property
+    def references_resolved(self) -> list[str]:
+        """The resolved phrases; a bare "ja"/"no" only when nothing more telling was found."""
+        done = [r for r in self.references if r.target is not None]
+        named = [r.text for r in done if r.kind not in ("confirmation", "negation")]
+        return named or [r.text for r in done]
+
+    def to_dict(self) -> JSON:
+        return {
+            "query": self.query, "resolved_query": self.resolved_query,
+            "references": [r.to_dict() for r in self.references],
+            "confidence": round(self.confidence, 4), "language": self.language,
+            "clarification": self.clarification, "options": list(self.options),
+        }
+
+    def to_metadata(self) -> JSON:
+        """Turn fields and metadata for ``store_interaction`` (seed 004's entry shape)."""
+        out: JSON = {
+            "resolved_query": self.resolved_query,
+            "context_used": self.context_used,
+            "references_resolved": self.references_resolved,
+            "resolution_confidence": round(self.confidence, 4),
+        }
+        if self.clarification is not None:
+            out["clarification"] = self.clarification
+        return out
+
+
+# --------------------------------------------------------------------- detection
+
+_CONFIRM_START = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|yes|sure|ja)\W+do\s+it(?!\s+again)|go\s+ahead|please\s+do|"
+    r"let'?s\s+do\s+it|sounds\s+good|do\s+it(?=\W*$)|"
+    r"yes|yeah|yep|yup|sure|ok(?:ay)?|alright|correct|exactly|"
+    r"ja(?:wohl)?|genau|einverstanden|passt|gerne|richtig|stimmt|leg\s+los|klar)(?=\W|$)",
+    _I,
+)
+_CONTINUE = re.compile(
+    r"\b(?:continue|proceed|go\s+on|carry\s+on|keep\s+going|mach\s+(?:bitte\s+)?weiter|"
+    r"weitermachen|fahre?\s+fort)\b|^\W*weiter\W*$",
+    _I,
+)
+_NEGATION_START = re.compile(
+    r"^\W*(?:no|nope|nah|nein|nee)(?=\W|$)(?!\W+(?:problem|worries|idea|way|need|thanks|"
+    r"danke|sorgen)\b)",
+    _I,
+)
+_NEGATION_ANY = re.compile(
+    r"\b(?:that(?:'s|\s+is)\s+(?:wrong|incorrect|not\s+(?:right|correct|it|what\s+I\s+meant))|"
+    r"you(?:'re|\s+are)\s+wrong|not\s+what\s+I\s+meant|"
+    r"das\s+(?:ist|war)\s+falsch|(?:das\s+)?stimmt\s+(?:so\s+)?nicht|das\s+meinte\s+ich\s+nicht|"
+    r"so\s+nicht)\b|^\W*(?:wrong|incorrect|falsch)\b",
+    _I,
+)
+_NOUNS_EN = {
+    "suggestion": "suggestion", "suggestions": "suggestion", "idea": "suggestion",
+    "recommendation": "suggestion", "advice": "suggestion", "proposal": "suggestion",
+    "plan": "suggestion", "solution": "suggestion", "tip": "suggestion",
+    "answer": "answer", "response": "answer", "reply": "answer", "message": "answer",
+    "explanation": "answer", "example": "answer",
+    "command": "command",
+    "list": "list", "options": "list",
+}
+_NOUNS_DE = {
+    "vorschlag": "suggestion", "vorschlags": "suggestion", "vorschläge": "suggestion",
+    "idee": "suggestion", "empfehlung": "suggestion", "lösung": "suggestion",
+    "plan": "suggestion", "tipp": "suggestion", "rat": "suggestion",
+    "antwort": "answer", "nachricht": "answer", "erklärung": "answer", "beispiel": "answer",
+    "befehl": "command", "befehls": "command", "kommando": "command",
+    "liste": "list", "optionen": "list",
+}
+_REF_EN = re.compile(
+    r"\b(?:your|the\s+(?:previous|last|earlier)|that)\s+"
+    r"(?:(?:last|previous|earlier|first|latest)\s+)?(" + "|".join(_NOUNS_EN) + r")\b",
+    _I,
+)
+_REF_DE = re.compile(
+    r"\b(?:dein|deine|deinen|deinem|deiner|ihr|ihre|ihren|ihrem|ihrer|"
+    r"(?:der|die|den|dem|das)\s+(?:vorherige[nmrs]?|letzte[nmrs]?|vorige[nmrs]?))\s+"
+    r"(?:(?:letzte[nmrs]?|vorherige[nmrs]?|erste[nmrs]?)\s+)?(" + "|".join(_NOUNS_DE) + r")\b",
+    _I,
+)
+_SAID = re.compile(
+    r"\b(?:what\s+you\s+(?:just\s+)?(?:said|suggested|mentioned|wrote|proposed|recommended)|"
+    r"(?:as|like)\s+you\s+(?:said|suggested)|you\s+(?:just\s+)?(?:said|mentioned)|"
+    r"was\s+(?:du|sie)\s+(?:gerade\s+|eben\s+)?(?:gesagt|vorgeschlagen|geschrieben|erwähnt)"
+    r"(?:\s+(?:hast|haben))?|wie\s+(?:du|sie)\s+(?:gesagt|vorgeschlagen))\b",
+    _I,
+)
+_ORDINALS = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1,
+    "erste": 1, "ersten": 1, "erster": 1, "erstes": 1, "zweite": 2, "zweiten": 2, "zweiter": 2,
+    "zweites": 2, "dritte": 3, "dritten": 3, "dritter": 3, "drittes": 3, "vierte": 4,
+    "vierten": 4, "letzte": -1, "letzten": -1,
+}
+_SELECT = re.compile(
+    r"\b(?:the|die|den|das|der)\s+(" + "|".join(_ORDINALS) + r")"
+    r"(?:\s+(?:one|option|choice|item|variante|möglichkeit|punkt)\b|(?=\W*$))|"
+    r"\b(?:option|number|nummer|nr\.?|punkt|variante)\s*(\d)\b|^\W*(\d)\W*$",
+    _I,
+)
+_TASK_NOUNS = frozenset("task job ticket issue aufgabe auftrag vorgang".split())
+_COMMAND_NOUNS = frozenset("command befehl kommando".split())
+_DEMONSTRATIVE_EN = re.compile(r"\b(that|this|these|those)\s+([a-z][\w-]*)", _I)
+_DEMONSTRATIVE_DE = re.compile(
+    r"\b(diese[nmrs]?|dieses|jene[nmrs]?)\s+([A-ZÄÖÜ][\wäöüß-]*)", re.UNICODE
+)
+_DEFINITE_TASK = re.compile(
+    r"\b(?:the\s+(?:task|job|ticket)|(?:die|der|den|dem)\s+(?:aufgabe|auftrag|job|ticket))\b", _I
+)
+# Words after "that"/"this" that show it is the pronoun itself, not "that <noun>".
+_NOT_NOUN = frozenset(
+    "again now too first instead please for is was are were works worked sounds one then "
+    "later right also as in on at to with by from into or and but so if when will would "
+    "should could can did does do has had have isn't wasn't doesn't won't looks seems "
+    "helped happened means".split()
+)
+_TIME_NOUNS = frozenset(
+    "morning evening afternoon night week weekend month year time moment day".split()
+)
+_THAT_CONJ_BEFORE = frozenset(
+    "think know said say says sure so such hope mean means believe seems guess than now feel "
+    "realize realise given except shows show told tell noticed notice read heard see saw "
+    "glad sad afraid".split()
+)
+_SUBJECTS = frozenset(
+    "i you we they he she it the a an my your our their this there his her some".split()
+)
+_EXPLETIVE_EN = re.compile(
+    r"\bit(?:'s|\s+is|\s+was)\s+(?:time|raining|snowing|late|early|possible|likely|important|"
+    r"necessary|hard|easy|true|nice|great|good|fine|okay|ok)\b|"
+    r"\bit\s+(?:seems|looks|depends|turns\s+out|appears|rains)\b|"
+    r"\bhow(?:'s|\s+is|\s+was)\s+it\s+going\b|\bis\s+it\s+(?:possible|ok|okay|safe|true|"
+    r"necessary|normal|worth)\b|\bmake\s+it\s+(?:to|happen)\b",
+    _I,
+)
+_EXPLETIVE_DE = re.compile(
+    r"\bes\s+(?:gibt|geht|regnet|schneit|tut\s+mir\s+leid|sei\s+denn|kommt\s+darauf\s+an)\b|"
+    r"\b(?:gibt|geht|ging|gab)\s+es\b|\bwie\s+geht'?s\b",
+    _I,
+)
+_PRONOUN_RE = re.compile(
+    r"\b(it|that(?:'s)?|this|them|these|those|the\s+same(?:\s+thing)?|"
+    r"es|das|dies|dieses|diese|ihn|dasselbe|das\s+gleiche|selbiges)\b",
+    _I,
+)
+_PLURAL = frozenset({"them", "these", "those"})
+_CONJUNCTIONS = frozenset("and then but or und dann aber oder sowie".split())
+_GENERIC = frozenset(
+    "do does did done doing run running make again please can could would you me mach mache "
+    "machen mal nochmal noch wieder bitte kannst könntest tu tue tun führe aus ausführen "
+    "repeat retry once more one thing what how why was wie warum ist is are sind the der die "
+    "das it es that this dies diese dieses them ihn und and".split()
+)
+
+
+def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    return any(start < e and s < end for s, e in spans)
+
+
+def _prev_word(text: str, start: int) -> str:
+    words = lang.words(text[:start])
+    return words[-1] if words else ""
+
+
+def _next_word(text: str, end: int) -> str:
+    found = re.match(r"\s+([\w'’-]+)", text[end:])
+    return found.group(1) if found else ""
+
+
+def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
+    """Whether a pronoun-shaped word is really a reference back into the conversation."""
+    word = m.group(1).lower()
+    start, end = m.span(1)
+    after = _next_word(query, end)
+    low_after = after.lower()
+    window = query[max(0, start - 8): end + 30]
+    if word == "it" and _EXPLETIVE_EN.search(window):
+        return False
+    if word == "es" and _EXPLETIVE_DE.search(window):
+        return False
+    if word in ("that", "this", "these", "those") and after and low_after not in _NOT_NOUN:
+        return False  # "that file" (an entity), "that we" (a conjunction), "this morning"
+    if word == "that" and _prev_word(query, start) in _THAT_CONJ_BEFORE:
+        return False  # "I think that's ..." reads as a statement, not a pointer
+    if word in ("das", "dies", "dieses", "diese"):
+        if after[:1].isupper():
+            return False  # an article or determiner: "das System", "diese Datei"
+        if query[:start].rstrip().endswith(","):
+            return False  # a relative pronoun: "das Buch, das ich las"
+    # A pronoun after "X and ..." in the same query usually points to X, not back in time.
+    before = lang.words(query[:start])
+    for i, w in enumerate(before):
+        if w in _CONJUNCTIONS and any(
+            len(x) > 3 and x not in _GENERIC and x not in lang.QUESTION_WORDS for x in before[:i]
+        ):
+            return False
+    return True
+
+
+def detect_references(query: str) -> list[Reference]:
+    """The references in ``query`` (not yet resolved), in the order they appear."""
+    found: list[Reference] = []
+    spans: list[tuple[int, int]] = []
+
+    def add(text: str, kind: str, start: int, end: int) -> None:
+        if not _overlaps(spans, start, end):
+            spans.append((start, end))
+            found.append(Reference(text=text, kind=kind, start=start, end=end))
+
+    for rx, kind in ((_CONFIRM_START, "confirmation"), (_CONTINUE, "confirmation"),
+                     (_NEGATION_START, "negation"), (_NEGATION_ANY, "negation"),
+                     (_REF_EN, "reference"), (_REF_DE, "reference"), (_SAID, "reference"),
+                     (_SELECT, "selection"), (_DEFINITE_TASK, "entity")):
+        for m in rx.finditer(query):
+            text = m.group(0).strip(" ,.!?")
+            if text:
+                add(text, kind, m.start(), m.start() + len(m.group(0).rstrip(" ,.!?")))
+    for rx in (_DEMONSTRATIVE_EN, _DEMONSTRATIVE_DE):
+        for m in rx.finditer(query):
+            noun = m.group(2).lower()
+            if noun in _NOT_NOUN or noun in _TIME_NOUNS or noun in _SUBJECTS:
+                continue
+            if m.group(1).lower() == "that" and _prev_word(query, m.start()) in _THAT_CONJ_BEFORE:
+                continue
+            add(m.group(0), "entity", m.start(), m.end())
+    for m in _PRONOUN_RE.finditer(query):
+        if _pronoun_ok(query, m):
+            add(m.group(1), "pronoun", m.start(1), m.end(1))
+    found.sort(key=lambda r: r.start)
+    return found
 
 
 def has_reference_cues(text: str) -> bool:
-    return False
+    """Whether ``text`` refers back at all (the tracker's cheap test before it reads history)."""
+    return bool(detect_references(text))
+
+
+# --------------------------------------------------------------------- candidates
+
+_CODE_RE = re.compile(r"`([^`\n]{2,200})`")
+_SHELL_LINE = re.compile(
+    r"^\s*(?:\$\s+)?((?:sudo|apt|apt-get|systemctl|useradd|usermod|docker|git|pip|npm|kubectl|"
+    r"rm|cp|mv|mkdir|chmod|chown|ls|cat|reboot|shutdown)\b[^\n]{0,200})$",
+    re.MULTILINE,
+)
+_LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+(.{2,300})$", re.MULTILINE)
+
+
+def _snip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _stems(text: str) -> set[str]:
+    # First five letters: enough to let German inflections meet ("startest"/"starte").
+    return {w[:5] for w in lang.words(text) if len(w) > 2 and w not in _GENERIC}
+
+
+def _turns(history: Sequence[Message]) -> list[list[Message]]:
+    """The history grouped into turns (a user message and what followed), newest first."""
+    turns: list[list[Message]] = []
+    current: list[Message] = []
+    for msg in history:
+        if msg.role == "system":
+            continue
+        if msg.role == "user" and current:
+            turns.append(current)
+            current = []
+        current.append(msg)
+    if current:
+        turns.append(current)
+    return list(reversed(turns))
+
+
+def _is_command(code: str) -> bool:
+    # `sudo useradd -m max` is something to run; `/etc/hosts` or `PATH` is a name.
+    first = code.split()[0] if code.split() else ""
+    return " " in code.strip() and bool(re.fullmatch(r"[a-z][\w.-]*", first))
+
+
+def _message_candidates(msg: Message, distance: int) -> list[Candidate]:
+    text = msg.content
+    weight = 1.0 if msg.role == "assistant" else 0.8
+    out: list[Candidate] = []
+
+    def add(kind: str, target: str, sentence: str, w: float, in_list: bool = False) -> None:
+        if not any(c.target == target for c in out):
+            out.append(Candidate(kind, target, msg.id, _snip(text, 300), msg.role, distance, w,
+                                 _snip(sentence), bool(lang.SUGGESTION_RE.search(sentence)),
+                                 in_list))
+
+    items = [i.strip() for i in _LIST_ITEM.findall(text)] if msg.role == "assistant" else []
+    body = _LIST_ITEM.sub("", text) if len(items) >= 2 else text
+    for line in _SHELL_LINE.findall(body):
+        if "`" not in line:
+            add("command", line.strip(), line, weight)
+    for sentence in lang.sentences(body):
+        codes = [c.strip() for c in _CODE_RE.findall(sentence)]
+        for code in codes:
+            if _is_command(code):
+                add("command", code, sentence, weight)
+        for ref in extract_job_refs(sentence):
+            add("job", ref, sentence, weight)
+        if msg.role == "assistant" and lang.SUGGESTION_RE.search(sentence) and not any(
+            c.sentence == _snip(sentence) for c in out
+        ) and not lang.PLEASANTRY_QUESTION_RE.search(sentence):
+            add("suggestion", _snip(sentence), sentence, 0.9 * weight)
+    if len(items) >= 2:
+        for item in items:
+            codes = [c.strip() for c in _CODE_RE.findall(item) if _is_command(c.strip())]
+            if codes:
+                add("command", codes[0], item, 0.9, in_list=True)
+            else:
+                add("item", _snip(item, 120), item, 0.9, in_list=True)
+    return out
+
+
+def _candidates(history: Sequence[Message], extra_jobs: Sequence[str]) -> list[Candidate]:
+    out: list[Candidate] = []
+    turns = _turns(history)
+    for distance, turn in enumerate(turns):
+        found: list[Candidate] = []
+        for msg in reversed(turn):  # the answer before the request
+            for cand in _message_candidates(msg, distance):
+                if not any(c.target == cand.target for c in found):
+                    found.append(cand)
+        if not found:
+            # No concrete referent: the turn itself, named by the user's request.
+            first = turn[0]
+            sentence = next(iter(lang.sentences(first.content)), first.content)
+            found.append(Candidate("message", _snip(sentence, 120), first.id,
+                                   _snip(first.content, 300), first.role, distance, 0.5,
+                                   _snip(sentence), False))
+        for cand in found:
+            cand.score *= TURN_DECAY**distance
+            if not any(c.target == cand.target for c in out):
+                out.append(cand)
+    known = {c.target for c in out}
+    for ref in extra_jobs:  # active jobs the state remembers from further back
+        if ref not in known:
+            out.append(Candidate("job", ref, None, ref, "assistant", len(turns),
+                                 0.5 * TURN_DECAY ** len(turns), ref, False))
+    return out
+
+
+def _rank(cands: list[Candidate], query: str, ref: Reference) -> list[Candidate]:
+    words = _stems(query[: ref.start] + " " + query[ref.end:])
+    ranked = [replace(c) for c in cands]
+    for cand in ranked:
+        overlap = len(words & _stems(cand.message_text + " " + cand.target))
+        if overlap:
+            cand.score *= 1.0 + 1.5 * overlap
+    return sorted(ranked, key=lambda c: (-c.score, c.distance))
+
+
+# --------------------------------------------------------------------- resolution
+
+
+def _last_assistant(history: Sequence[Message]) -> Message | None:
+    for msg in reversed(history):
+        if msg.role == "assistant" and msg.content.strip():
+            return msg
+    return None
+
+
+def _focus(msg: Message) -> tuple[str, str]:
+    """The part of an assistant message a reply reacts to: (what it is, its text)."""
+    sents = lang.sentences(msg.content)
+    for s in reversed(sents):
+        if lang.is_question(s) and not lang.PLEASANTRY_QUESTION_RE.search(s):
+            return ("offer" if lang.SUGGESTION_RE.search(s) else "question"), s
+    for s in sents:
+        if lang.SUGGESTION_RE.search(s):
+            return "suggestion", s
+    return "answer", msg.content
+
+
+def _set(ref: Reference, target: str, msg_id: int | None, msg_text: str | None,
+         confidence: float, description: str) -> None:
+    ref.target = _snip(target)
+    ref.message_id = msg_id
+    ref.message_text = msg_text
+    ref.confidence = round(confidence, 4)
+    ref.description = description
+
+
+def _ambiguous(ref: Reference, cands: list[Candidate], confidence: float = 0.3) -> None:
+    ref.ambiguous = True
+    ref.candidates = cands
+    ref.confidence = confidence
+
+
+def _resolve_reply(ref: Reference, history: Sequence[Message]) -> None:
+    """Confirmations and negations react to the assistant's last message."""
+    msg = _last_assistant(history)
+    if msg is None:
+        ref.confidence = 0.2
+        return
+    what, text = _focus(msg)
+    snippet = _snip(text)
+    if ref.kind == "negation":
+        _set(ref, text, msg.id, msg.content, 0.85, f"User rejects the previous {what}: {snippet}")
+    elif _CONTINUE.search(ref.text):
+        _set(ref, text, msg.id, msg.content, 0.85, f"Continue with: {snippet}")
+    else:
+        confidence = 0.9 if what != "answer" else 0.7
+        _set(ref, text, msg.id, msg.content, confidence,
+             f"User confirms the previous {what}: {snippet}")
+
+
+def _nearest(cands: list[Candidate]) -> list[Candidate]:
+    nearest = min(c.distance for c in cands)
+    return [c for c in cands if c.distance == nearest]
+
+
+def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candidate]) -> None:
+    """'your suggestion', 'the previous answer', 'what you said', 'deinen Vorschlag'."""
+    m = _REF_EN.search(ref.text) or _REF_DE.search(ref.text)
+    noun = m.group(1).lower() if m else ""
+    what = _NOUNS_EN.get(noun) or _NOUNS_DE.get(noun) or "answer"
+    if m is None and re.search(r"suggest|propos|recommend|vorgeschlagen", ref.text, _I):
+        what = "suggestion"
+    if noun in _COMMAND_NOUNS or ref.kind == "entity":
+        what = "command"
+    mine = [c for c in cands if c.role == "assistant" and c.message_id is not None]
+    if what == "list":
+        items = [c for c in mine if c.in_list]
+        if items:
+            same = _nearest(items)
+            joined = "; ".join(c.target for c in same)
+            _set(ref, joined, same[0].message_id, same[0].message_text, 0.85,
+                 f"The previous list was: {joined}")
+            return
+    elif what in ("suggestion", "command"):
+        matching = [c for c in mine if (c.suggested or c.kind in ("suggestion", "item"))] \
+            if what == "suggestion" else [c for c in mine if c.kind == "command"]
+        if matching:
+            same = _nearest(matching)
+            if len(same) > 1:
+                _ambiguous(ref, same)
+                return
+            c = same[0]
+            confidence = 0.9 if c.distance <= 1 else 0.75
+            text = c.sentence if what == "suggestion" else c.target
+            if what == "suggestion":
+                description = f"Previous suggestion was: {text}"
+            else:
+                description = f"'{ref.text}' is the command `{c.target}`"
+            _set(ref, c.target, c.message_id, c.message_text, confidence, description)
+            return
+    msg = _last_assistant(history)
+    if msg is None:
+        ref.confidence = 0.1
+        return
+    confidence = 0.9 if what == "answer" else 0.5
+    _set(ref, msg.content, msg.id, msg.content, confidence,
+         f"Previous answer was: {_snip(msg.content)}")
+
+
+def _resolve_selection(ref: Reference, history: Sequence[Message]) -> None:
+    m = _SELECT.search(ref.text)
+    msg = _last_assistant(history)
+    if m is None or msg is None:
+        return
+    index = _ORDINALS[m.group(1).lower()] if m.group(1) else int(m.group(2) or m.group(3))
+    items = [i.strip() for i in _LIST_ITEM.findall(msg.content)]
+    if index == -1:
+        index = len(items)
+    if 1 <= index <= len(items):
+        item = items[index - 1]
+        _set(ref, item, msg.id, msg.content, 0.9, f"Option {index} was: {_snip(item)}")
+
+
+def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Candidate]) -> None:
+    words = lang.words(ref.text)
+    noun = words[-1] if words else ""
+    if noun in _TASK_NOUNS:
+        jobs = [c for c in cands if c.kind == "job"]
+        if jobs:
+            same = _nearest(jobs)
+            if len(same) > 1 and same[0].message_id is not None:
+                _ambiguous(ref, same)
+                return
+            c = same[0]
+            confidence = 0.9 if c.distance <= 1 else 0.7
+            _set(ref, c.target, c.message_id, c.message_text, confidence,
+                 f"'{ref.text}' is {c.target}")
+            return
+    if noun in _COMMAND_NOUNS:
+        _resolve_named(ref, history, cands)
+        return
+    stem = noun[:5]
+    for msg in reversed(history):
+        if msg.role == "system" or not stem:
+            continue
+        for sentence in lang.sentences(msg.content):
+            if any(w.startswith(stem) for w in lang.words(sentence)):
+                _set(ref, sentence, msg.id, msg.content, 0.75,
+                     f"'{ref.text}' refers to: {_snip(sentence)}")
+                return
+    ref.confidence = 0.4  # a descriptive phrase still reads fine unresolved
+
+
+def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
+                     cands: list[Candidate], resolved: list[Reference]) -> None:
+    plural = ref.text.lower() in _PLURAL
+    anchor = next((r for r in resolved if r.target is not None), None)
+    if anchor is not None and not plural:
+        # "yes, do it" / "ja, setz das um": the pronoun is what the rest of the query names.
+        _set(ref, anchor.target or "", anchor.message_id, anchor.message_text,
+             anchor.confidence, "")
+        return
+    last = _last_assistant(history)
+    if last is not None and not plural:
+        what, text = _focus(last)
+        if what == "offer":  # "Shall I restart nginx?" - "do it"
+            _set(ref, text, last.id, last.content, 0.8, f"'{ref.text}' refers to: {_snip(text)}")
+            return
+    if not cands:
+        ref.confidence = 0.1
+        return
+    if plural:
+        items = [c for c in cands if c.in_list and c.distance == 0]
+        if len(items) >= 2:
+            joined = "; ".join(c.target for c in items)
+            _set(ref, joined, items[0].message_id, items[0].message_text, 0.8,
+                 f"'{ref.text}' refers to: {joined}")
+            return
+    ranked = _rank(cands, query, ref)
+    best = ranked[0]
+    runner = ranked[1] if len(ranked) > 1 else None
+    if runner is not None and runner.score >= AMBIGUITY_RATIO * best.score:
+        _ambiguous(ref, [c for c in ranked if c.score >= AMBIGUITY_RATIO * best.score],
+                   best.score / (best.score + runner.score))
+        return
+    confidence = 0.8 if runner is None else 0.5 + 0.45 * (1.0 - runner.score / best.score)
+    if best.distance > 0:
+        confidence -= 0.1
+    _set(ref, best.target, best.message_id, best.message_text, confidence,
+         f"'{ref.text}' refers to {best.describe()}")
+
+
+def _clarification(ref: Reference, language: str) -> tuple[str, list[str]]:
+    options: list[str] = []
+    for cand in ref.candidates:
+        label = cand.label(language)
+        if label not in options:
+            options.append(label)
+    options = options[:MAX_OPTIONS]
+    if language == "de":
+        head = f"Ich bin mir nicht sicher, worauf sich '{ref.text}' bezieht."
+        ask, other, vague = "Meinten Sie:", "Etwas anderes?", "Können Sie das genauer sagen?"
+    else:
+        head = f"I'm not sure what '{ref.text}' refers to."
+        ask, other, vague = "Did you mean:", "Something else?", "Could you say what you mean?"
+    if not options:
+        return f"{head} {vague}", []
+    lines = [f"{i}. {label}" for i, label in enumerate([*options, other], 1)]
+    return f"{head} {ask}\n" + "\n".join(lines), options
 
 
 def resolve(
@@ -41,4 +706,64 @@ def resolve(
     job_refs: Sequence[str] = (),
     language: str | None = None,
 ) -> Resolution:
-    return Resolution(query, query)
+    """Resolve the references in ``query`` against ``history`` (oldest first).
+
+    ``job_refs`` are the active job ids the session state knows (newest first);
+    ``language`` is the conversation's language, used when the query itself is
+    too short to tell ("ok", "2").
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query must be a non-empty string")
+    lng = lang.detect_language(query, default="de" if language == "de" else "en")
+    refs = detect_references(query)
+    if not refs:
+        return Resolution(query, query, [], 1.0, lng)
+    cands = _candidates(history, job_refs)
+    for ref in refs:
+        if ref.kind in ("confirmation", "negation"):
+            _resolve_reply(ref, history)
+        elif ref.kind == "reference":
+            _resolve_named(ref, history, cands)
+        elif ref.kind == "selection":
+            _resolve_selection(ref, history)
+        elif ref.kind == "entity":
+            _resolve_entity(ref, history, cands)
+    named = [r for r in refs if r.kind != "pronoun" and r.target is not None]
+    # A named reference ("deinen Vorschlag") outranks a reply cue ("ja") as the anchor.
+    named.sort(key=lambda r: r.kind in ("confirmation", "negation"))
+    for ref in refs:
+        if ref.kind == "pronoun":
+            _resolve_pronoun(ref, query, history, cands, named)
+    parts: list[str] = []
+    seen: set[int | str | None] = set()
+    # One context note per earlier message; what the user named beats a bare "ja"/"nein".
+    for ref in sorted(refs, key=lambda r: (r.kind in ("confirmation", "negation"), r.start)):
+        if ref.target is None or not ref.description:
+            continue
+        key = ref.message_id if ref.message_id is not None else ref.target
+        if key not in seen:
+            seen.add(key)
+            parts.append(ref.description)
+    resolved = f"{query} [Context: {'; '.join(parts)}]" if parts else query
+    clarification: str | None = None
+    options: list[str] = []
+    unclear = next((r for r in refs if r.ambiguous), None)
+    if unclear is None and not parts:
+        unclear = next((r for r in refs if r.kind == "pronoun" and r.target is None), None)
+    if unclear is not None:
+        clarification, options = _clarification(unclear, lng)
+    confidence = min(r.confidence for r in refs)
+    return Resolution(query, resolved, refs, round(confidence, 4), lng, clarification, options)
+
+
+def resolve_in_session(mem: Memory, query: str, session_id: str) -> Resolution:
+    """``Memory.resolve_references``: resolve ``query`` against the session's recent history."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query must be a non-empty string")
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidInputError("session_id must be a non-empty string")
+    if mem.store.get_session(session_id) is None:
+        return resolve(query, [])  # a session about to be auto-created has no history yet
+    history = list(reversed(mem.store.recent_messages(session_id, HISTORY)))
+    state = get_state(mem, session_id)
+    return resolve(query, history, job_refs=state.active_job_refs, language=state.language)

@@ -23,7 +23,7 @@ import logging
 import re
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ __all__ = [
     "StateTracker",
     "attach",
     "classify_response",
+    "compute_topics",
     "extract_job_refs",
     "get_state",
     "rebuild_state",
@@ -61,15 +62,17 @@ STATE_STATUSES: tuple[str, ...] = (
     "active", "paused", "resuming", "awaiting_clarification", "shutdown_clean"
 )
 
-# Tuning. Topics decay per message so a topic must keep coming up to stay active.
-TOPIC_DECAY = 0.85
-TOPIC_MIN_SCORE = 0.35
-TOPIC_KEEP = 40
+# Tuning. Topics come from the last TOPIC_WINDOW messages; each mention counts
+# TOPIC_DECAY**age (age 0 = newest), so a topic must keep coming up to stay active.
+TOPIC_WINDOW = 10
+TOPIC_DECAY = 0.8
+TOPIC_MIN_SCORE = 0.6
+TOPIC_CANDIDATES = 15
 ACTIVE_TOPICS = 5
 MAX_LOOPS = 12
 MAX_JOB_REFS = 10
 MAX_ENTITIES = 20
-HISTORY = 12  # messages of context the reference resolver looks at
+HISTORY = 12  # messages of context the reference resolver and the topics look at
 ASSISTANT_TOPIC_WEIGHT = 0.7
 
 
@@ -125,11 +128,10 @@ class SessionState:
     rolling_summary: str | None = None
     updated_at: datetime = field(default_factory=utcnow)
     # Bookkeeping that makes each update O(new messages): the structured loops behind
-    # open_loops, decayed topic scores, the conversation's language and the last
-    # message folded in.
+    # open_loops, the topic scores behind active_topics, the conversation's language
+    # and the last message folded in.
     loops: list[OpenLoop] = field(default_factory=list)
     topic_scores: dict[str, float] = field(default_factory=dict)
-    topic_labels: dict[str, str] = field(default_factory=dict)
     language: str = "en"
     last_message_id: int = 0
     last_assistant_message_id: int = 0
@@ -152,7 +154,6 @@ class SessionState:
             "updated_at": self.updated_at.isoformat(),
             "loops": [loop.to_dict() for loop in self.loops],
             "topic_scores": dict(self.topic_scores),
-            "topic_labels": dict(self.topic_labels),
             "language": self.language,
             "last_message_id": self.last_message_id,
             "last_assistant_message_id": self.last_assistant_message_id,
@@ -184,9 +185,8 @@ class SessionState:
         except ValueError as exc:
             raise InvalidInputError(f"SessionState.updated_at {updated!r} is not ISO-8601") from exc
         scores = data.get("topic_scores") or {}
-        labels = data.get("topic_labels") or {}
-        if not isinstance(scores, Mapping) or not isinstance(labels, Mapping):
-            raise InvalidInputError("SessionState.topic_scores/topic_labels must be mappings")
+        if not isinstance(scores, Mapping):
+            raise InvalidInputError("SessionState.topic_scores must map topics to scores")
         loops_raw = data.get("loops") or []
         if not isinstance(loops_raw, list):
             raise InvalidInputError("SessionState.loops must be a list")
@@ -212,7 +212,6 @@ class SessionState:
             updated_at=when,
             loops=[OpenLoop.from_dict(x) for x in loops_raw],
             topic_scores={str(k): float(v) for k, v in scores.items()},
-            topic_labels={str(k): str(v) for k, v in labels.items()},
             language=str(data.get("language") or "en"),
             last_message_id=_int("last_message_id"),
             last_assistant_message_id=_int("last_assistant_message_id"),
@@ -330,24 +329,54 @@ class _Context:
     def push(self, msg: Message) -> None:
         self.items.append(msg)
 
+    def window(self) -> list[Message]:
+        return list(self.items)
 
-def _update_topics(state: SessionState, msg: Message) -> None:
-    for key in list(state.topic_scores):
-        state.topic_scores[key] *= TOPIC_DECAY
-    weight = 1.0 if msg.role == "user" else ASSISTANT_TOPIC_WEIGHT
-    for rank, phrase in enumerate(extract_keyphrases([msg.content], top_k=3)):
-        key = " ".join(normalize_term(w) for w in tokenize_words(phrase))
+
+def _key(text: str) -> tuple[str, ...]:
+    return tuple(normalize_term(w) for w in tokenize_words(text))
+
+
+def _contains(words: Sequence[str], key: tuple[str, ...]) -> bool:
+    n = len(key)
+    return any(tuple(words[i : i + n]) == key for i in range(len(words) - n + 1))
+
+
+def compute_topics(messages: Sequence[Message]) -> list[tuple[str, float]]:
+    """Topics of the last ``TOPIC_WINDOW`` messages with their scores, best first.
+
+    Candidates are the keyphrases of the whole window (so a phrase repeated across
+    messages wins); each is then scored by the messages that mention it, newer ones
+    counting more. A pure function of the window, so replaying the log gives the
+    same topics as the live tracker.
+    """
+    window = [m for m in messages if m.role in ("user", "assistant") and m.content.strip()]
+    window = window[-TOPIC_WINDOW:]
+    if not window:
+        return []
+    phrases = extract_keyphrases([m.content for m in window], top_k=TOPIC_CANDIDATES)
+    tokens = [[normalize_term(w) for w in tokenize_words(m.content)] for m in window]
+    scored: list[tuple[str, float]] = []
+    for rank, phrase in enumerate(phrases):
+        key = _key(phrase)
         if not key:
             continue
-        state.topic_scores[key] = state.topic_scores.get(key, 0.0) + weight / (1.0 + 0.5 * rank)
-        state.topic_labels[key] = phrase
-    kept = sorted(state.topic_scores.items(), key=lambda kv: (-kv[1], kv[0]))[:TOPIC_KEEP]
-    kept = [(k, v) for k, v in kept if v >= 0.05]
-    state.topic_scores = dict(kept)
-    state.topic_labels = {k: state.topic_labels.get(k, k) for k, _ in kept}
-    state.active_topics = [
-        state.topic_labels[k] for k, v in kept[:ACTIVE_TOPICS] if v >= TOPIC_MIN_SCORE
-    ]
+        score = 0.0
+        for age, (msg, words) in enumerate(zip(reversed(window), reversed(tokens), strict=True)):
+            if _contains(words, key):
+                score += TOPIC_DECAY**age * (1.0 if msg.role == "user" else ASSISTANT_TOPIC_WEIGHT)
+        # Longer phrases name a topic more precisely; the extractor's rank breaks ties.
+        score *= (1.0 + 0.25 * (len(key) - 1)) * (1.0 + 0.02 * (TOPIC_CANDIDATES - rank))
+        if score > 0:
+            scored.append((phrase, round(score, 4)))
+    scored.sort(key=lambda kv: (-kv[1], kv[0].lower()))
+    return scored
+
+
+def _update_topics(state: SessionState, window: Sequence[Message]) -> None:
+    scored = compute_topics(window)
+    state.topic_scores = dict(scored)
+    state.active_topics = [p for p, v in scored[:ACTIVE_TOPICS] if v >= TOPIC_MIN_SCORE]
 
 
 def _update_jobs(state: SessionState, text: str, turn_refs: Iterable[str]) -> None:
@@ -412,7 +441,15 @@ def _fold_assistant(state: SessionState, msg: Message) -> None:
     kind = classify_response(text, msg.tool_calls)
     state.last_response_type = kind
     sents = lang.sentences(text)
-    answered = kind in ("answer", "suggestion", "confirmation", "action") and not lang.UNSURE_RE.search(text)
+    # A reply answers when it states something: "Which server?" alone does not, "I'm
+    # swamped with work. And you?" does; "I don't know" and errors leave the question open.
+    statements = [
+        x for x in sents
+        if not lang.is_question(x) and len(lang.words(x)) >= 3 and not lang.UNSURE_RE.search(x)
+    ]
+    answered = kind != "error" and bool(statements or msg.tool_calls) and not (
+        lang.UNSURE_RE.search(text) and len(statements) <= 1
+    )
     if answered:
         words = _content(text)
         for loop in [lp for lp in state.loops if lp.kind == "question"]:
@@ -456,8 +493,6 @@ def fold_message(
             _fold_user(state, msg, turn, ctx)
         elif msg.role == "assistant":
             _fold_assistant(state, msg)
-        if msg.role in ("user", "assistant") and msg.content.strip():
-            _update_topics(state, msg)
         del state.loops[:-MAX_LOOPS]
         state.open_loops = [loop.text for loop in state.loops]
         state.status = "awaiting_clarification" if state.pending_clarifications else "active"
@@ -530,8 +565,10 @@ class StateTracker:
                 found = store.list_turns(state.session_id, limit=1_000_000)
             turns = {t.turn_id: t for t in found if t.turn_id in turn_ids}
         ctx = _Context(self.mem, state.session_id, preload=state.last_message_id == 0)
+        ctx.before(new[0])  # topics need the window before the new messages
         for msg in new:
             fold_message(state, msg, turns.get(msg.turn_id or ""), ctx)
+        _update_topics(state, ctx.window())
         return True
 
     def rebuild(self, session_id: str) -> SessionState:
@@ -582,8 +619,11 @@ def rebuild_state(mem: Memory, session_id: str) -> SessionState:
 
 
 def attach(mem: Memory) -> None:
-    """Component hook (components.py): track state on every append."""
+    """Component hook (components.py): track state on every append, manage sessions."""
+    from memlane.state import sessions  # late: sessions builds on this module
+
     tracker = StateTracker(mem)
     mem.extensions["state"] = tracker
     mem.add_observer(tracker.on_append)
     mem.extensions.setdefault("forget_hooks", []).append(tracker.on_forget)
+    sessions.attach(mem)
