@@ -252,6 +252,14 @@ def test_rolling_from_stored_text_and_via_previous_summary(conv: LocomoConversat
     assert rolling.update(session(conv, 2), previous_summary=earlier) == later
 
 
+def test_rolling_tiny_budget_cuts_rather_than_empties(conv: LocomoConversation) -> None:
+    rolling = RollingSummary(max_tokens=8)
+    for block in blocks_of(conv)[:3]:
+        text = rolling.update(block)
+        assert 0 < COUNTER.count(text) <= 8
+    assert RollingSummary(max_tokens=0).update(session(conv, 1)) == ""
+
+
 def test_rolling_rejects_negative_budget() -> None:
     with pytest.raises(InvalidInputError):
         RollingSummary(max_tokens=-1)

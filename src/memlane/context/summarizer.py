@@ -1002,6 +1002,9 @@ class RollingSummary:
             words = max(12, int(share * 0.75))
             words = min(words, self.summarizer.length_for(sum(s.words for s in ranked)))
             new = self.summarizer.select(ranked, max_words=words, max_tokens=share)
+            if not new:
+                # Even the best sentence is over the share: keep it, eviction cuts it.
+                new = [max(ranked, key=lambda s: (s.score, -s.order))]
             top = max((s.score for s in new), default=1.0) or 1.0
             for s in new:
                 if self._twin(s):
@@ -1069,7 +1072,8 @@ class RollingSummary:
     def _evict(self, counter: TokenCounter) -> None:
         self._kept.sort(key=lambda k: (k.block, k.sentence.order))
         text = " ".join(k.sentence.text for k in self._kept)
-        while self._kept and counter.count(text) > self.max_tokens:
+        # The last sentence stays even when too long: cut below, it beats nothing.
+        while len(self._kept) > 1 and counter.count(text) > self.max_tokens:
             priority = self._priorities()
             victim = min(self._kept, key=lambda k: (priority[id(k)], k.block, k.sentence.order))
             self._kept.remove(victim)
