@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from memlane.cli import bench, demo, serve, sessions
+from memlane.cli import bench, context, demo, serve, sessions
 from memlane.cli.common import CliState, err_console
 from memlane.cli.exit_codes import exit_code_for
 from memlane.errors import MemlaneError
@@ -43,6 +43,7 @@ def _root(
 
 
 sessions.register(app)
+context.register(app)
 demo.register(app)
 bench.register(bench_app)
 __import__("memlane.cli.recall", fromlist=["register"]).register(app, eval_app, bench_app)

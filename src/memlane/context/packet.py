@@ -1,0 +1,557 @@
+"""The ContextPacket: what an agent gets at each turn (PRD-014's ConversationContextPacket).
+
+:func:`build_packet` (``mem.context(...)``) gathers the session's live state,
+its summaries, the recent turns a strategy picked, recalled past messages and
+long-term notes. :meth:`ContextPacket.to_messages` fits them to a token
+budget with :mod:`memlane.context.budget` and returns OpenAI chat messages;
+:meth:`ContextPacket.to_dict` / :meth:`~ContextPacket.to_json` give the same
+packet to other runtimes.
+
+Every turn of the session is accounted for in a rendered packet: verbatim,
+in a one-line turn summary, or inside the rolling (or topic) summary — turns
+the budget pushes out of the verbatim window get a one-line summary in the
+room that is left.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memlane.context.budget import (
+    Allocation,
+    Allocator,
+    BudgetReport,
+    Candidates,
+    TextBlock,
+    TextItem,
+    TextPart,
+    check_priorities,
+)
+from memlane.context.strategies import (
+    ArchivedBlock,
+    StrategyContext,
+    TopicSummary,
+    resolve_strategy,
+)
+from memlane.context.summaries import (
+    SummaryManager,
+    SummaryRecord,
+    brief_turn,
+    split_groups,
+    split_turns,
+)
+from memlane.context.summarizer import fit_to_budget
+from memlane.errors import InvalidInputError, MemlaneError
+from memlane.models import JSON, Message, Session, utcnow
+from memlane.tokens import TokenCounter, get_counter
+
+if TYPE_CHECKING:
+    from memlane.memory import Memory
+
+__all__ = [
+    "ContextPacket",
+    "RecalledMessage",
+    "StateView",
+    "build_packet",
+    "session_state",
+]
+
+log = logging.getLogger(__name__)
+
+RECALL_TOP_K = 8
+RECALL_ITEM_TOKENS = 90
+NOTES_SHARE = 0.15
+
+
+# --------------------------------------------------------------------- state
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key in ("text", "question", "description", "summary", "value"):
+            if isinstance(value.get(key), str):
+                return str(value[key])
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    for attr in ("text", "question", "description"):
+        found = getattr(value, attr, None)
+        if isinstance(found, str):
+            return found
+    return str(value)
+
+
+def _texts(value: Any) -> list[str]:
+    if not value:
+        return []
+    if isinstance(value, str | dict):
+        value = [value]
+    return [t for t in (_text(v).strip() for v in value) if t]
+
+
+@dataclass(slots=True)
+class StateView:
+    """The session state as the packet needs it (the tracker's SessionState, read by name)."""
+
+    session_id: str
+    status: str = "active"
+    active_topics: list[str] = field(default_factory=list)
+    pending_clarifications: list[str] = field(default_factory=list)
+    open_loops: list[str] = field(default_factory=list)
+    active_job_refs: list[str] = field(default_factory=list)
+    resolved_entities: dict[str, str] = field(default_factory=dict)
+    last_intent: str | None = None
+    last_response_type: str | None = None
+    turn_count: int = 0
+    rolling_summary: str = ""
+    raw: JSON = field(default_factory=dict)  # the tracker's state as JSON, for checkpoints
+
+    @classmethod
+    def from_state(cls, state: Any, session_id: str) -> StateView:
+        resolved = getattr(state, "resolved_entities", None) or {}
+        raw: JSON = {}
+        to_dict = getattr(state, "to_dict", None)
+        if callable(to_dict):
+            raw = dict(to_dict())
+        elif is_dataclass(state) and not isinstance(state, type):
+            raw = {f.name: getattr(state, f.name) for f in fields(state)}
+        raw = json.loads(json.dumps(raw, default=str, ensure_ascii=False))
+        return cls(
+            session_id=str(getattr(state, "session_id", session_id) or session_id),
+            status=str(getattr(state, "status", "active") or "active"),
+            active_topics=_texts(getattr(state, "active_topics", None)),
+            pending_clarifications=_texts(getattr(state, "pending_clarifications", None)),
+            open_loops=_texts(getattr(state, "open_loops", None)),
+            active_job_refs=_texts(getattr(state, "active_job_refs", None)),
+            resolved_entities={str(k): _text(v) for k, v in dict(resolved).items()},
+            last_intent=getattr(state, "last_intent", None),
+            last_response_type=getattr(state, "last_response_type", None),
+            turn_count=int(getattr(state, "turn_count", 0) or 0),
+            rolling_summary=str(getattr(state, "rolling_summary", "") or ""),
+            raw=raw,
+        )
+
+
+def _tracker() -> Any:
+    """The session-state tracker module, or None while it is not installed."""
+    try:
+        return importlib.import_module("memlane.state.tracker")
+    except ImportError:
+        return None
+
+
+def _fallback_state(mem: Memory, session: Session, record: SummaryRecord | None) -> StateView:
+    """Turn count, intent and job refs straight from the log (no tracker attached)."""
+    after = record.last_message_id if record is not None else 0
+    tail = list(mem.store.iter_messages(session.id, after_id=after, include_hidden=False))
+    turns = (record.covered_turns if record is not None else 0) + len(split_turns(tail))
+    recent = mem.store.list_turns(session.id, limit=5)
+    jobs = list(dict.fromkeys(j for t in recent for j in t.job_refs))
+    return StateView(
+        session_id=session.id,
+        status=session.status,
+        active_job_refs=jobs,
+        last_intent=recent[-1].intent if recent else None,
+        turn_count=turns,
+        rolling_summary=record.text if record is not None else "",
+    )
+
+
+def session_state(mem: Memory, session: Session, record: SummaryRecord | None = None) -> StateView:
+    """The tracker's state for the session, or a minimal one read from the log."""
+    tracker = _tracker()
+    if tracker is not None and hasattr(tracker, "get_state"):
+        try:
+            return StateView.from_state(tracker.get_state(mem, session.id), session.id)
+        except MemlaneError:
+            log.warning("session state of %s unavailable; using the log", session.id, exc_info=True)
+    return _fallback_state(mem, session, record)
+
+
+# -------------------------------------------------------------------- packet
+
+
+@dataclass(slots=True)
+class RecalledMessage:
+    """A past message relevant to the query (from this or an earlier session)."""
+
+    message: Message
+    score: float
+    session_id: str
+    session_title: str | None = None
+    same_session: bool = False
+
+    def line(self, counter: TokenCounter) -> str:
+        m = self.message
+        when = m.created_at.strftime("%Y-%m-%d") if m.created_at.year > 1970 else ""
+        who = m.author_name or m.name or m.role
+        where = "" if self.same_session else f", in {self.session_title or 'an earlier conversation'}"
+        head = ", ".join(p for p in (when, who) if p)
+        text = fit_to_budget(" ".join(m.content.split()), RECALL_ITEM_TOKENS, counter)
+        return f"[{head}{where}] {text}"
+
+    def to_dict(self) -> JSON:
+        return {
+            "message": self.message.to_dict(),
+            "score": self.score,
+            "session_id": self.session_id,
+            "session_title": self.session_title,
+            "same_session": self.same_session,
+        }
+
+
+@dataclass(slots=True)
+class ContextPacket:
+    """PRD-014's ConversationContextPacket plus recall and notes. See the module docstring."""
+
+    conversation_id: str
+    session_status: str
+    strategy: str
+    max_tokens: int
+    token_model: str | None = None
+    query: str | None = None
+    system_prompt: str | None = None
+    #: Verbatim turns in the default rendering (after the budget), oldest first.
+    recent_turns: list[Message] = field(default_factory=list)
+    #: One line per turn that is neither verbatim nor inside the rolling summary.
+    recent_turn_summaries: list[str] = field(default_factory=list)
+    rolling_session_summary: str = ""
+    summary_covered_turns: int = 0
+    topic_summaries: list[TopicSummary] = field(default_factory=list)
+    archived: list[ArchivedBlock] = field(default_factory=list)
+    pinned_messages: list[Message] = field(default_factory=list)
+    active_topics: list[str] = field(default_factory=list)
+    active_job_refs: list[str] = field(default_factory=list)
+    pending_clarifications: list[str] = field(default_factory=list)
+    open_loops: list[str] = field(default_factory=list)
+    resolved_entities_map: dict[str, str] = field(default_factory=dict)
+    last_intent: str | None = None
+    last_response_type: str | None = None
+    turn_count: int = 0
+    recalled: list[RecalledMessage] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    context_compiled_at: datetime = field(default_factory=utcnow)
+    priorities: tuple[str, ...] = ()
+    budget: BudgetReport | None = None
+    meta: JSON = field(default_factory=dict)
+    # What the strategy selected; rendering reads these.
+    _turns: list[list[Message]] = field(default_factory=list, repr=False)
+    _pinned: list[list[Message]] = field(default_factory=list, repr=False)
+    _gap_turns: list[list[Message]] = field(default_factory=list, repr=False)
+    _use_summary: bool = field(default=False, repr=False)
+    _summary_last_id: int = field(default=0, repr=False)
+    _sections: frozenset[str] = field(default=frozenset(), repr=False)
+    _briefs: dict[tuple[str, int], str] = field(default_factory=dict, repr=False)
+    _default: Allocation | None = field(default=None, repr=False)
+
+    # ------------------------------------------------------------ rendering
+
+    def _counter(self, model: str | None) -> tuple[TokenCounter, bool]:
+        own = get_counter(self.token_model)
+        counter = get_counter(model) if model else own
+        return counter, counter is own
+
+    def _brief(self, key: tuple[str, int], turn: Sequence[Message], counter: TokenCounter) -> str:
+        found = self._briefs.get(key)
+        if found is None:
+            found = self._briefs[key] = brief_turn(turn, counter)
+        return found
+
+    def _state_block(self) -> TextBlock | None:
+        facts: list[TextItem] = []
+        if self.active_job_refs:
+            facts.append(TextItem(f"Active jobs: {', '.join(self.active_job_refs)}", 0, 1))
+        if self.active_topics:
+            facts.append(TextItem(f"Active topics: {', '.join(self.active_topics)}", 1, 2))
+        if self.session_status not in ("active", ""):
+            facts.append(TextItem(f"Session status: {self.session_status}", -1, 4))
+        if self.last_response_type:
+            facts.append(TextItem(f"Last reply type: {self.last_response_type}", 2, 5))
+        parts = [TextPart("", facts)]
+        if self.pending_clarifications:
+            parts.append(TextPart(
+                "Waiting for the user to clarify:",
+                [TextItem(t, i, 0 + i * 0.01) for i, t in enumerate(self.pending_clarifications)],
+            ))
+        if self.open_loops:
+            parts.append(TextPart(
+                "Open loops:", [TextItem(t, i, 1 + i * 0.01) for i, t in enumerate(self.open_loops)]
+            ))
+        if self.resolved_entities_map:
+            parts.append(TextPart(
+                "References resolved earlier:",
+                [
+                    TextItem(f'"{k}" = {v}', i, 3 + i * 0.01)
+                    for i, (k, v) in enumerate(self.resolved_entities_map.items())
+                ],
+            ))
+        if not any(p.items for p in parts):
+            return None
+        return TextBlock("state", "## Session state", parts)
+
+    def _summary_block(self) -> tuple[TextBlock, TextPart]:
+        rolling = TextPart("", [], bullet="")
+        if self._use_summary and self.rolling_session_summary:
+            rolling.items.append(TextItem(self.rolling_session_summary, 0, 0, splittable=True))
+        topics = TextPart("Earlier topics:", [])
+        n = len(self.topic_summaries)
+        for i, t in enumerate(self.topic_summaries):
+            # Newest first: the closer a topic, the likelier it still matters.
+            topics.items.append(TextItem(t.line(), i, 1 + (n - i) * 0.01, splittable=True))
+        briefs = TextPart("Recent turns in brief:", [])
+        block = TextBlock("summary", "## Earlier in this conversation", [rolling, topics, briefs])
+        return block, briefs
+
+    def _candidates(self, counter: TokenCounter) -> tuple[Candidates, TextPart]:
+        turns = self._turns
+        cand = Candidates(system_prompt=self.system_prompt, pinned=list(self._pinned))
+        if turns:
+            cand.latest = split_groups(turns[-1])
+            cand.recent = [split_groups(t) for t in turns[:-1]]
+        summary, briefs = self._summary_block()
+        n = len(self._gap_turns)
+        for i, turn in enumerate(self._gap_turns):
+            text = self._brief(("gap", i), turn, counter)
+            if text:
+                briefs.items.append(TextItem(text, i, 2 + (n - i) * 0.01))
+        if "summary" in self._sections:
+            cand.blocks["summary"] = summary
+        if "state" in self._sections:
+            state = self._state_block()
+            if state is not None:
+                cand.blocks["state"] = state
+        if "notes" in self._sections and self.notes:
+            cand.blocks["notes"] = TextBlock(
+                "notes", "## Long-term notes",
+                [TextPart("", [TextItem(t, i, i) for i, t in enumerate(self.notes)])],
+            )
+        if "recalled" in self._sections and self.recalled:
+            cand.blocks["recalled"] = TextBlock(
+                "recalled", "## Relevant messages from past conversations",
+                [TextPart("", [TextItem(r.line(counter), i, i) for i, r in enumerate(self.recalled)])],
+            )
+        return cand, briefs
+
+    def _dropped_briefs(self, alloc: Allocation, counter: TokenCounter) -> list[tuple[int, str]]:
+        """One line for each candidate turn the budget left out (unless summarized already)."""
+        covered = self._summary_last_id if (self._use_summary or self.topic_summaries) else 0
+        out: list[tuple[int, str]] = []
+        for i, turn in enumerate(self._turns):
+            ids = [m.id for m in turn if m.id is not None]
+            if not ids or any(x in alloc.kept_ids for x in ids) or max(ids) <= covered:
+                continue
+            text = self._brief(("turn", ids[0]), turn, counter)
+            if text:
+                out.append((i, text))
+        return out
+
+    def render(
+        self,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        priorities: Sequence[str] | str | None = None,
+    ) -> Allocation:
+        """Fit the packet to ``max_tokens`` for ``model``'s encoding; records ``self.budget``."""
+        default = model is None and max_tokens is None and priorities is None
+        if default and self._default is not None:
+            self.budget = self._default.report
+            return self._default
+        counter, use_cache = self._counter(model)
+        budget = self.max_tokens if max_tokens is None else max_tokens
+        order = check_priorities(priorities if priorities is not None else self.priorities)
+        cand, briefs = self._candidates(counter)
+        alloc = Allocator(cand, counter, budget, priorities=order, use_cache=use_cache).run()
+        spill = self._dropped_briefs(alloc.finish(), counter) if "summary" in cand.blocks else []
+        if spill and "summary" in order:
+            base = len(self._gap_turns)
+            alloc.fill(
+                "summary", briefs,
+                [TextItem(text, base + i, 2 - (i + 1) * 1e-4) for i, text in spill],
+            )
+        result = alloc.finish()
+        self.budget = result.report
+        if default:
+            self._default = result
+            self.recent_turns = [m for s, g in result.placed if s in ("latest", "recent") for m in g]
+            self.recent_turn_summaries = [it.text for it in sorted(briefs.items, key=lambda x: x.order)]
+        return result
+
+    def to_messages(
+        self,
+        model: str | None = None,
+        *,
+        max_tokens: int | None = None,
+        priorities: Sequence[str] | str | None = None,
+    ) -> list[JSON]:
+        """OpenAI chat messages that fit the budget exactly (see :meth:`render`)."""
+        return [m.to_openai() for m in self.render(model, max_tokens, priorities).messages]
+
+    # ------------------------------------------------------------ exporting
+
+    def to_dict(self) -> JSON:
+        alloc = self.render()
+        return {
+            "conversation_id": self.conversation_id,
+            "session_status": self.session_status,
+            "strategy": self.strategy,
+            "query": self.query,
+            "max_tokens": self.max_tokens,
+            "token_model": self.token_model,
+            "system_prompt": self.system_prompt,
+            "recent_turns": [m.to_dict() for m in self.recent_turns],
+            "recent_turn_summaries": list(self.recent_turn_summaries),
+            "rolling_session_summary": self.rolling_session_summary,
+            "summary_covered_turns": self.summary_covered_turns,
+            "topic_summaries": [t.to_dict() for t in self.topic_summaries],
+            "archived": [a.to_dict() for a in self.archived],
+            "pinned_messages": [m.to_dict() for m in self.pinned_messages],
+            "active_topics": list(self.active_topics),
+            "active_job_refs": list(self.active_job_refs),
+            "pending_clarifications": list(self.pending_clarifications),
+            "open_loops": list(self.open_loops),
+            "resolved_entities_map": dict(self.resolved_entities_map),
+            "last_intent": self.last_intent,
+            "last_response_type": self.last_response_type,
+            "turn_count": self.turn_count,
+            "recalled": [r.to_dict() for r in self.recalled],
+            "notes": list(self.notes),
+            "context_compiled_at": self.context_compiled_at.isoformat(),
+            "priorities": list(self.priorities),
+            "messages": [m.to_openai() for m in alloc.messages],
+            "budget": alloc.report.to_dict(),
+            "meta": dict(self.meta),
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, default=str)
+
+
+# ------------------------------------------------------------------ building
+
+
+def _recall(
+    mem: Memory, session: Session, query: str, exclude: set[int]
+) -> list[RecalledMessage]:
+    try:
+        hits = mem.search(
+            query, tenant_id=session.tenant_id, user_id=session.user_id,
+            top_k=RECALL_TOP_K + len(exclude) if len(exclude) < 64 else RECALL_TOP_K * 3,
+        )
+    except MemlaneError as exc:
+        log.warning("recall for %r failed (%s); the packet goes without it", query, exc)
+        return []
+    titles: dict[str, str | None] = {}
+    out: list[RecalledMessage] = []
+    for hit in hits:
+        msg = hit.message
+        if msg.id in exclude or not msg.content.strip() or msg.role == "system":
+            continue
+        sid = msg.session_id
+        if sid not in titles:
+            other = hit.session or (mem.store.get_session(sid) if sid else None)
+            titles[sid] = other.title if other is not None else None
+        out.append(RecalledMessage(msg, hit.score, sid, titles[sid], sid == session.id))
+        if len(out) >= RECALL_TOP_K:
+            break
+    return out
+
+
+def _notes(mem: Memory, session: Session, query: str | None, max_tokens: int) -> list[str]:
+    provider = mem.extensions.get("notes")
+    if provider is None:
+        return []
+    if not callable(provider):
+        log.debug("extensions['notes'] is not callable; skipping notes")
+        return []
+    try:
+        found = provider(session.id, query, max(32, int(max_tokens * NOTES_SHARE)))
+    except MemlaneError as exc:
+        log.warning("long-term notes unavailable (%s); the packet goes without them", exc)
+        return []
+    return [t for t in (_text(n).strip() for n in found or ()) if t]
+
+
+def build_packet(
+    mem: Memory,
+    session_id: str,
+    *,
+    query: str | None = None,
+    max_tokens: int | None = None,
+    strategy: str | None = None,
+    model: str | None = None,
+    priorities: Sequence[str] | str | None = None,
+) -> ContextPacket:
+    """Compile the context packet of a session; see :meth:`memlane.Memory.context`."""
+    if query is not None and not isinstance(query, str):
+        raise InvalidInputError(f"query must be a string or None, got {type(query).__name__}")
+    query = query.strip() or None if query is not None else None
+    budget = max_tokens if max_tokens is not None else mem.settings.max_history_tokens
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    order = check_priorities(priorities)
+    session = mem.get_session(session_id)
+    name, strategy_fn = resolve_strategy(strategy, mem.settings.strategy)
+    token_model = model or mem.settings.token_model
+    counter = get_counter(token_model)
+    manager = mem.extensions.get("summaries")
+    record: SummaryRecord | None = None
+    if isinstance(manager, SummaryManager):
+        record = manager.current(session.id, catch_up=name != "simple")
+    ctx = StrategyContext(
+        mem=mem, session=session, max_tokens=budget, counter=counter,
+        use_cache=counter is mem.counter, summary=record,
+    )
+    sel = strategy_fn(ctx)
+    state = session_state(mem, session, record)
+    status = state.status if state.status not in ("", "active") else session.status
+    in_window = {m.id for t in sel.turns for m in t if m.id is not None}
+    in_window |= {m.id for g in sel.pinned for m in g if m.id is not None}
+    recalled = _recall(mem, session, query, in_window) if query and "recalled" in sel.sections else []
+    last_user = next(
+        (m.content for t in reversed(sel.turns) for m in reversed(t) if m.role == "user"), None
+    )
+    notes = _notes(mem, session, query or last_user, budget) if "notes" in sel.sections else []
+    packet = ContextPacket(
+        conversation_id=session.id,
+        session_status=status,
+        strategy=name,
+        max_tokens=budget,
+        token_model=token_model,
+        query=query,
+        system_prompt=session.system_prompt,
+        rolling_session_summary=record.text if record is not None else "",
+        summary_covered_turns=record.covered_turns if record is not None else 0,
+        topic_summaries=sel.topic_summaries,
+        archived=sel.archived,
+        pinned_messages=[m for g in sel.pinned for m in g],
+        active_topics=state.active_topics,
+        active_job_refs=state.active_job_refs,
+        pending_clarifications=state.pending_clarifications,
+        open_loops=state.open_loops,
+        resolved_entities_map=state.resolved_entities,
+        last_intent=state.last_intent,
+        last_response_type=state.last_response_type,
+        turn_count=state.turn_count,
+        recalled=recalled,
+        notes=notes,
+        priorities=order,
+        meta={
+            "reached_start": sel.reached_start,
+            "candidate_turns": len(sel.turns),
+            "summarizer": record.summarizer if record is not None else None,
+        },
+        _turns=sel.turns,
+        _pinned=sel.pinned,
+        _gap_turns=sel.gap_turns,
+        _use_summary=sel.use_summary,
+        _summary_last_id=record.last_message_id if record is not None else 0,
+        _sections=sel.sections,
+    )
+    packet.render()
+    return packet
