@@ -82,6 +82,12 @@ def _timed(fn: Callable[[], object], runs: int) -> list[float]:
     return out
 
 
+def _time_once(fn: Callable[..., object], *args: Any, **kwargs: Any) -> float:
+    t = time.perf_counter()
+    fn(*args, **kwargs)
+    return (time.perf_counter() - t) * 1000
+
+
 def bench_ingest(embedder_spec: str, count: int, workdir: Path) -> float:
     """Messages/s through add_messages (2 per call) until flush() returns."""
     rng = random.Random(7)
@@ -179,17 +185,13 @@ def run_search_bench(
             mem.search(query_texts[0], user_id="bench-user")  # load the matrix
             if progress:
                 progress("searching", 0, queries)
-            hybrid = [
-                t for q in query_texts
-                for t in _timed(lambda q=q: mem.search(q, user_id="bench-user", top_k=10), 1)
-            ]
-            vec = [
-                t for v in qvecs for t in _timed(lambda v=v: index.search(v, 10, flt), 1)
-            ]
-            kw = [
-                t for q in query_texts
-                for t in _timed(lambda q=q: mem.store.keyword_search(q, flt, limit=100), 1)
-            ]
+            hybrid: list[float] = []
+            vec: list[float] = []
+            kw: list[float] = []
+            for q, v in zip(query_texts, qvecs, strict=True):
+                hybrid.append(_time_once(mem.search, q, user_id="bench-user", top_k=10))
+                vec.append(_time_once(index.search, v, 10, flt))
+                kw.append(_time_once(mem.store.keyword_search, q, flt, limit=100))
             embed = _timed(lambda: embedder.embed_query("what did Ann say about the kayak trip"), 30)
         result["search_ms_p50"] = round(statistics.median(hybrid), 2)
         result["search_ms_p95"] = round(_pct(hybrid, 0.95), 2)
@@ -239,10 +241,8 @@ def _chroma(
             progress("loading ChromaDB", min(i + step, len(ids)), len(ids))
     load_s = time.perf_counter() - t
     times = [
-        t for v in qvecs
-        for t in _timed(
-            lambda v=v: col.query(query_embeddings=[v.tolist()], n_results=10, where={"user_id": "bench-user"}), 1
-        )
+        _time_once(col.query, query_embeddings=[v.tolist()], n_results=10, where={"user_id": "bench-user"})
+        for v in qvecs
     ]
     return {
         "vector_search_ms_p50": round(statistics.median(times), 2),

@@ -4,8 +4,12 @@ A chat turn alone is often unsearchable: "Yes, last Saturday!" only means someth
 the question it answers, and a question about "what Caroline researched" matches her turn
 better when the turn says it is hers. So a message is embedded as
 
-    <previous speaker>: <previous turn, shortened>
     <speaker>: <the message>
+    (reply to <previous speaker>: <previous turn, shortened>)
+
+Own text first, context after: mean pooling weighs every token alike, and on LoCoMo this
+order beat "previous turn, then message" (semantic Recall@10 0.54 vs 0.47) and the message
+alone with its speaker (0.49) or without (0.30).
 
 The recipe name is stored with the vectors; changing it makes the database ask for
 ``memlane reindex`` like a change of model does.
@@ -19,11 +23,11 @@ from memlane.models import Message
 from memlane.store import Store
 
 #: Bump when document_text changes: stored vectors then no longer match new queries' shape.
-RECIPE = "turn+prev-v1"
+RECIPE = "turn+reply-to-v1"
 
 #: The previous turn is context, not content: keep enough of it to disambiguate, not so
 #: much that it outweighs the message itself in the mean-pooled vector.
-_PREVIOUS_CHARS = 300
+_PREVIOUS_CHARS = 150
 
 
 def speaker_of(msg: Message) -> str:
@@ -37,7 +41,7 @@ def document_text(msg: Message, previous: Message | None) -> str:
     prev = previous.content
     if len(prev) > _PREVIOUS_CHARS:
         prev = prev[:_PREVIOUS_CHARS].rsplit(" ", 1)[0] + " …"
-    return f"{speaker_of(previous)}: {prev}\n{own}"
+    return f"{own}\n(reply to {speaker_of(previous)}: {prev})"
 
 
 def documents_for(store: Store, messages: Sequence[Message]) -> list[str]:

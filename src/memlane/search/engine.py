@@ -259,6 +259,10 @@ class RecallEngine:
                 + cfg.recency * p["recency"]
                 + cfg.importance * p["importance"]
             )
+            # Nearest neighbours always exist, even for a query about something never
+            # discussed: a candidate needs evidence of its own or from an adjacent turn.
+            if c.keyword_rank is None and p["semantic"] <= 0.0 and nb <= 0.0:
+                continue
             out.append((c, score, p))
         out.sort(key=lambda t: -t[1])
         return out
@@ -279,7 +283,8 @@ class RecallEngine:
         if mode == "semantic" and not self.has_vectors:
             raise InvalidInputError("semantic search needs an embedder; set embedder in the settings")
         cfg = config or self.config
-        effective: Mode = mode if self.has_vectors or mode == "keyword" else "keyword"
+        # Without vectors "hybrid" still fuses BM25 with the conversation signals.
+        effective: Mode = mode
         pool = max(cfg.pool, top_k)
         ranked = self.rank(query, self.candidates(query, flt, pool=pool, mode=effective), mode=effective, config=cfg)
         sessions: dict[str, Session | None] = {}

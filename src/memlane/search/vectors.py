@@ -429,9 +429,6 @@ def _filter_sql(flt: MessageFilter) -> tuple[str, list[object]]:
 def _top(ids: NDArray[np.int64], sims: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
     if len(sims) == 0:
         return []
-    if k < len(sims):
-        part = np.argpartition(-sims, k - 1)[:k]
-    else:
-        part = np.arange(len(sims))
+    part = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
     order = part[np.argsort(-sims[part], kind="stable")]
     return [(int(ids[i]), float(sims[i])) for i in order]

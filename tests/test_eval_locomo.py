@@ -1,0 +1,58 @@
+"""`memlane eval locomo`: the JSON contract, and hybrid recall beating BM25 on real data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memlane.cli.main import main
+from memlane.eval.locomo import Scores, conversation_messages, questions
+from memlane.eval.locomo_data import load_conversation
+
+METRICS = {"recall@1", "recall@5", "recall@10", "recall@20", "hit@5"}
+
+
+def test_scores_are_shares_of_evidence() -> None:
+    s = Scores()
+    s.add(["D1:1", "D1:2", "D1:3", "D1:4", "D1:5", "D1:6"], ["D1:1", "D1:6"])
+    s.add(["D2:1"], ["D9:9"])
+    d = s.as_dict()
+    assert d["recall@1"] == 0.25 and d["recall@5"] == 0.25 and d["recall@10"] == 0.5
+    assert d["hit@5"] == 0.5
+
+
+def test_ingest_keeps_speaker_date_caption_and_dia_id(locomo_files: list[Path]) -> None:
+    conv = load_conversation(locomo_files[0])
+    sessions = conversation_messages(conv)
+    first = sessions[0][1][0]
+    assert first["author_name"] == conv.sessions[0].turns[0].speaker
+    assert first["metadata"]["dia_id"] == conv.sessions[0].turns[0].dia_id
+    assert first["created_at"].date() == conv.sessions[0].date_time.date()  # type: ignore[union-attr]
+    captioned = [m for _, msgs in sessions for m in msgs if "[image: " in m["content"]]
+    assert captioned, "image captions are kept as text"
+    qs = questions(conv)
+    assert qs and all(q.category in (1, 2, 3, 4) and q.evidence for q in qs)
+
+
+def test_eval_json_on_one_conversation_with_minilm(
+    locomo_files: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    smallest = min(locomo_files, key=lambda p: p.stat().st_size)
+    main(["eval", "locomo", str(smallest), "--json", "--max-questions", "80"])
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {
+        "overall", "by_category", "baselines", "questions", "ingest_msgs_per_s",
+        "search_ms_p50", "search_ms_p95",
+    }
+    assert set(out["overall"]) == METRICS
+    assert set(out["baselines"]) == {"keyword", "semantic"}
+    assert all(set(b) == METRICS for b in out["baselines"].values())
+    assert set(out["by_category"]) <= {"1", "2", "3", "4"}
+    assert out["questions"] == 80
+    assert out["ingest_msgs_per_s"] > 0 and 0 < out["search_ms_p50"] <= out["search_ms_p95"]
+    # the point of the fusion: better than either part alone
+    assert out["overall"]["recall@10"] > out["baselines"]["keyword"]["recall@10"]
+    assert out["overall"]["recall@10"] > out["baselines"]["semantic"]["recall@10"]
+    assert out["overall"]["recall@5"] > out["baselines"]["keyword"]["recall@5"]

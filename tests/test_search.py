@@ -1,0 +1,195 @@
+"""Hybrid recall through Memory: background indexing, filters, RAG context, keyword-only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memlane import Memory
+from memlane.models import Message
+from memlane.search.embedders import HashingEmbedder
+from memlane.search.vectors import SQLiteVectorIndex
+from memlane.store import SQLiteStore
+
+FACTS = [
+    ("Ann", "I adopted a puppy called Rex from the shelter last week"),
+    ("Bob", "That is lovely, what breed is he?"),
+    ("Ann", "A beagle, he loves long walks in the park"),
+    ("Bob", "I spent the weekend fixing the kayak for our river trip"),
+    ("Ann", "Did the leak in the kayak get fixed?"),
+    ("Bob", "Yes, a patch kit did it. We paddle on Saturday"),
+]
+
+
+class SlowEmbedder(HashingEmbedder):
+    """The hashing model, but every batch takes a while (like a big model on a busy CPU)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        time.sleep(self.delay)
+        return super().embed(texts)
+
+
+def _chat(mem: Memory, sid: str = "chat", user: str = "u1", day: int = 0) -> list[Message]:
+    mem.create_session(session_id=sid, user_id=user)
+    start = datetime(2024, 3, 1, tzinfo=UTC) + timedelta(days=day)
+    return mem.add_messages(
+        sid,
+        [
+            {"role": "user" if a == "Ann" else "assistant", "content": t, "author_name": a,
+             "created_at": start + timedelta(minutes=i)}
+            for i, (a, t) in enumerate(FACTS)
+        ],
+    )
+
+
+def test_add_returns_before_embedding_and_flush_waits(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder="hashing", durability="normal") as mem:
+        indexer = mem.extensions["indexer"]
+        indexer.flush(10)
+        slow = SlowEmbedder(1.0)
+        indexer.embedder = slow
+        sid = mem.create_session()
+        t = time.perf_counter()
+        for i in range(20):
+            mem.add(sid, f"message number {i} about kayaks")
+        elapsed = time.perf_counter() - t
+        assert elapsed < 1.0, "add waited for the embedder"
+        assert indexer.pending() > 0
+        mem.flush(30)
+        assert indexer.pending() == 0
+        assert mem.extensions["recall"].index.count() == 20
+        assert slow.calls < 20, "messages were not batched"
+
+
+def test_flush_timeout_returns_and_close_drains(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    mem = Memory(path, embedder="hashing")
+    mem.extensions["indexer"].flush(10)
+    mem.extensions["indexer"].embedder = SlowEmbedder(0.2)
+    sid = mem.create_session()
+    for i in range(5):
+        mem.add(sid, f"note {i}")
+    t = time.perf_counter()
+    mem.flush(0.05)
+    assert time.perf_counter() - t < 1.0
+    mem.close()  # drains the queue before stopping the thread
+    assert not any(t.name == "memlane-indexer" and t.is_alive() for t in threading.enumerate()
+                   if t is mem.extensions["indexer"]._thread)
+    store = SQLiteStore(path)
+    try:
+        assert SQLiteVectorIndex(store).count() == 5
+    finally:
+        store.close()
+
+
+def test_restart_embeds_the_backlog(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with Memory(path, embedder="none") as mem:  # stored, never embedded (as after a crash)
+        _chat(mem)
+        assert "indexer" not in mem.extensions
+    with Memory(path, embedder="hashing") as mem:
+        mem.flush(30)
+        assert mem.extensions["recall"].index.count() == len(FACTS)
+        assert mem.search("beagle puppy")[0].message.author_name == "Ann"
+
+
+def test_hybrid_hits_carry_score_parts_and_session(mem: Memory) -> None:
+    _chat(mem)
+    mem.flush(10)
+    hits = mem.search("beagle walks in the park", top_k=3)
+    assert hits and "beagle" in hits[0].message.content
+    parts = hits[0].scores
+    assert {"semantic", "keyword", "speaker", "neighbour", "session", "recency", "importance"} <= set(parts)
+    assert hits[0].session is not None and hits[0].session.id == "chat"
+    assert hits == sorted(hits, key=lambda h: -h.score)
+    assert mem.search_history("kayak leak", limit=2)[0]["scores"]["semantic"] > 0
+
+
+def test_filters(mem: Memory) -> None:
+    _chat(mem, "a", user="u1", day=0)
+    _chat(mem, "b", user="u2", day=10)
+    mem.flush(10)
+    q = "kayak trip"
+
+    def check(hits: list, pred: object) -> None:
+        assert hits, "no hits"
+        assert all(pred(h.message) for h in hits)  # type: ignore[operator]
+
+    check(mem.search(q, session_id="b"), lambda m: m.session_id == "b")
+    check(mem.search(q, user_id="u1"), lambda m: m.session_id == "a")
+    check(mem.search(q, roles=["user"]), lambda m: m.role == "user")
+    check(mem.search(q, authors=["Bob"]), lambda m: m.author_name == "Bob")
+    since = datetime(2024, 3, 5, tzinfo=UTC)
+    check(mem.search(q, since=since), lambda m: m.created_at >= since)
+    check(mem.search(q, until=since), lambda m: m.created_at <= since)
+    assert mem.search(q, user_id="nobody") == []
+
+
+def test_speaker_named_in_query_is_preferred(mem: Memory) -> None:
+    _chat(mem)
+    mem.flush(10)
+    hits = mem.search("what did Bob fix?", top_k=2)
+    assert hits[0].message.author_name == "Bob"
+    assert hits[0].scores["speaker"] == 1.0
+
+
+def test_relevant_context_fits_budget_and_dedups(mem: Memory) -> None:
+    _chat(mem, "a")
+    _chat(mem, "b", day=3)  # the same texts again: each should appear once
+    mem.flush(10)
+    ctx = mem.get_relevant_context("kayak leak", max_tokens=10_000)
+    texts = [m.content.split("] ", 1)[1] for m in ctx]
+    assert len(texts) == len(set(texts))
+    assert ctx[0].content.startswith("[") and ": " in ctx[0].content
+    assert "March 2024" in ctx[0].content and ("Ann:" in ctx[0].content or "Bob:" in ctx[0].content)
+    assert ctx[0].metadata["message_id"] is not None
+    for budget in (25, 40, 80):
+        small = mem.get_relevant_context("kayak leak", max_tokens=budget)
+        assert sum(mem.counter.count_message(m) for m in small) <= budget
+    first_cost = mem.counter.count_message(ctx[0])
+    exact = mem.get_relevant_context("kayak leak", max_tokens=first_cost)
+    assert [m.content for m in exact][:1] == [ctx[0].content]
+    only_b = mem.get_relevant_context("kayak leak", max_tokens=10_000, session_id="b")
+    assert {m.session_id for m in only_b} == {"b"}
+
+
+def test_keyword_only_when_embedder_is_off(tmp_path: Path) -> None:
+    with Memory(tmp_path / "k.db", embedder="none") as mem:
+        _chat(mem)
+        hits = mem.search("kayak")
+        assert hits and all("kayak" in h.message.content.lower() for h in hits)
+        assert all(h.scores["semantic"] == 0.0 for h in hits)
+        assert mem.extensions["recall"].has_vectors is False
+
+
+def test_importance_breaks_ties(mem: Memory) -> None:
+    sid = mem.create_session()
+    same = datetime(2024, 1, 1, tzinfo=UTC)
+    a = mem.add(sid, "the red kayak", created_at=same)
+    b = mem.add(sid, "the red kayak", created_at=same)
+    mem.flush(10)
+    mem.mark_important(b.id or 0)
+    hits = mem.search("red kayak")
+    assert [h.message.id for h in hits[:2]] == [b.id, a.id]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
+def test_modes(mem: Memory, mode: str) -> None:
+    from memlane.models import MessageFilter
+
+    _chat(mem)
+    mem.flush(10)
+    hits = mem.extensions["recall"].search("kayak", MessageFilter(), 3, mode=mode)
+    assert hits and "kayak" in hits[0].message.content.lower()
