@@ -97,3 +97,11 @@ def test_demo_remembers_across_a_restart(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "3 turns remembered across the restart" in out.stdout
     assert "vegetarian" in out.stdout
+
+
+def test_usage_errors_are_short_not_tracebacks(tmp_path: Path) -> None:
+    out = run("--store", str(tmp_path / "x.db"), "history")
+    assert out.returncode == 2
+    assert "Missing argument" in out.stderr and "Traceback" not in out.stderr
+    bad = run("--store", str(tmp_path / "x.db"), "sessions", "--limit", "0")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

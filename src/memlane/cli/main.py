@@ -74,12 +74,14 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         err_console.print("aborted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:
+        # Usage errors (missing argument, bad option value) come from the click that
+        # typer bundles; they know how to print themselves and their exit code (2).
+        show = getattr(exc, "show", None)
+        code = getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            sys.exit(code)
         raise
 
 
