@@ -222,7 +222,7 @@ from memlane.store.postgres import PostgresStore
 from memlane.errors import ConflictError
 
 url, acks, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-store = PostgresStore(url, timeout=2, retry_seconds=1)
+store = PostgresStore(url, timeout=2, retry_seconds=0)  # surface every failure
 try:
     store.create_session(Session(id="crash"))
 except ConflictError:

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -82,6 +84,9 @@ _INSERT_MESSAGE = (
     "INSERT INTO messages (tenant_id, session_id, role, content, name, tool_calls, tool_call_id, "
     "author_id, author_name, turn_id, created_at, metadata, importance, pinned, hidden, token_count) "
     "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id"
+)
+_INSERT_MESSAGE_WITH_ID = _INSERT_MESSAGE.replace("(tenant_id,", "(id, tenant_id,", 1).replace(
+    "VALUES (%s,", "VALUES (%s,%s,", 1
 )
 _INSERT_TURN = (
     "INSERT INTO turns (turn_id, tenant_id, session_id, user_message_id, assistant_message_id, "
@@ -166,14 +171,30 @@ def fts5_idf(n_docs: int, df: int) -> float:
     return max(1e-6, math.log((n_docs - df + 0.5) / (df + 0.5))) if n_docs > 0 else 1e-6
 
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def _split_schema(url: str) -> tuple[str, str | None]:
+    """Take memlane's own ``schema=`` query parameter out of a URL libpq would reject."""
+    if "://" not in url or "?" not in url:
+        return url, None
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
 def _redact(url: str) -> str:
+    conninfo, schema = _split_schema(url)
     try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
+        info = psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
         return "postgresql://?"
     host, db, user = info.get("host", ""), info.get("dbname", ""), info.get("user", "")
     port = f":{info['port']}" if info.get("port") else ""
-    return f"postgresql://{user}{'@' if user else ''}{host}{port}/{db}"
+    tail = f"?schema={schema}" if schema else ""
+    return f"postgresql://{user}{'@' if user else ''}{host}{port}/{db}{tail}"
 
 
 class PostgresStore:
@@ -189,8 +210,25 @@ class PostgresStore:
         retry_seconds: float = 10.0,
         stats_ttl: float = 30.0,
         application_name: str = "memlane",
+        durability: str = "full",
+        schema: str | None = None,
     ) -> None:
+        if durability not in ("full", "normal"):
+            raise InvalidInputError("durability must be 'full' or 'normal'")
         self.url = url
+        conninfo, url_schema = _split_schema(url)
+        self.schema = schema or url_schema
+        if self.schema is not None and not _IDENT.fullmatch(self.schema):
+            raise InvalidInputError(
+                f"schema {self.schema!r} must be a plain identifier (letters, digits, underscores)"
+            )
+        # timestamptz comes back in UTC whatever the server's default zone is
+        options = ["-c timezone=UTC"]
+        if durability == "normal":
+            # like SQLite's synchronous=NORMAL: a server crash may lose the last commits
+            options.append("-c synchronous_commit=off")
+        if self.schema is not None:
+            options.append(f"-c search_path={self.schema},public")
         self._retry_seconds = retry_seconds
         self._stats_ttl = stats_ttl
         self._stats_lock = threading.Lock()
@@ -199,7 +237,7 @@ class PostgresStore:
         self._closed = False
         self._vectors: PgVectorIndex | None = None
         self._pool: ConnectionPool[Conn] = ConnectionPool(
-            url,
+            conninfo,
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
@@ -208,8 +246,7 @@ class PostgresStore:
             kwargs={
                 "autocommit": True,
                 "application_name": application_name,
-                # timestamptz comes back in UTC whatever the server's default zone is
-                "options": "-c timezone=UTC",
+                "options": " ".join(options),
             },
         )
         try:
@@ -295,6 +332,8 @@ class PostgresStore:
         def run(conn: Conn) -> None:
             # serialises concurrent first starts; released at COMMIT
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            if self.schema is not None:
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
                 "name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
@@ -425,9 +464,10 @@ class PostgresStore:
 
     @staticmethod
     def _insert_messages(
-        conn: Conn, tenant_id: str, session_id: str, messages: Sequence[Message]
+        conn: Conn, tenant_id: str, session_id: str, messages: Sequence[Message],
+        *, keep_ids: bool = False,
     ) -> list[Message]:
-        params = [
+        params: list[tuple[Any, ...]] = [
             (
                 tenant_id, session_id, m.role, m.content, m.name,
                 Jsonb(m.tool_calls) if m.tool_calls else None, m.tool_call_id, m.author_id,
@@ -436,9 +476,15 @@ class PostgresStore:
             )
             for m in messages
         ]
+        query = _INSERT_MESSAGE
+        if keep_ids:
+            if any(m.id is None for m in messages):
+                raise InvalidInputError("keep_ids needs every message to carry its id")
+            query = _INSERT_MESSAGE_WITH_ID
+            params = [(m.id, *p) for m, p in zip(messages, params, strict=True)]
         cur = conn.cursor()
         # one round trip for all rows (pipelined); RETURNING keeps the input order
-        cur.executemany(_INSERT_MESSAGE, params, returning=True)
+        cur.executemany(query, params, returning=True)
         ids: list[int] = []
         while True:
             row = cur.fetchone()
@@ -515,11 +561,14 @@ class PostgresStore:
         turns: Sequence[tuple[TurnRecord, int, int]],
         *,
         derived: Mapping[str, JSON] | None = None,
+        keep_ids: bool = False,
     ) -> None:
         """Write a whole session exactly as given, in one transaction.
 
-        ``derived`` (an extension of the Protocol) restores derived state in the same
-        transaction, so a migration interrupted at any point leaves whole sessions only.
+        Two extensions of the Protocol, for ``memlane migrate``: ``derived`` restores
+        derived state in the same transaction, so an interrupted migration leaves whole
+        sessions only; ``keep_ids`` keeps the messages' ids (so references to them, and
+        their vectors, stay valid) and moves the id sequence past them.
         """
 
         def run(conn: Conn) -> None:
@@ -536,9 +585,16 @@ class PostgresStore:
             if cur.rowcount == 0:
                 raise ConflictError(f"session {session.id!r} already exists")
             stored = (
-                self._insert_messages(conn, session.tenant_id, session.id, messages)
+                self._insert_messages(conn, session.tenant_id, session.id, messages, keep_ids=keep_ids)
                 if messages else []
             )
+            if keep_ids and stored:
+                # explicit ids bypass the identity sequence: move it past them
+                conn.execute(
+                    "SELECT setval(seq, GREATEST(%s, coalesce(pg_sequence_last_value(seq), 0))) "
+                    "FROM (SELECT pg_get_serial_sequence('messages', 'id')::regclass AS seq) s",
+                    (max(m.id or 0 for m in stored),),
+                )
             for record, ui, ai in turns:
                 self._insert_turn(conn, session.tenant_id, session.id, record, stored[ui], stored[ai])
             for kind, value in (derived or {}).items():
