@@ -1,0 +1,411 @@
+// memlane inspector: plain JS against the REST API (/v1). No build step, no dependencies.
+// Every value from the server goes into the page through textContent, never innerHTML.
+"use strict";
+
+const SECTION_COLORS = {
+  system: "#8a5cd1", latest: "#2f6fdf", recent: "#5a8fe8", pinned: "#d1495b", state: "#1f9d6a",
+  summary: "#e0a030", notes: "#3aa6b9", recalled: "#c7812b", overhead: "#9aa3af",
+};
+const STRATEGIES = ["hybrid", "simple", "summary", "tiered"];
+
+const state = { sessions: [], selected: null, tab: "transcript", features: {}, highlight: null, contextTicket: 0 };
+
+// ------------------------------------------------------------------ helpers
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "style") node.setAttribute("style", value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function ago(iso) {
+  const seconds = Math.max(0, (Date.now() - new Date(iso).getTime()) / 1000);
+  if (seconds < 60) return "just now";
+  const units = [["d", 86400], ["h", 3600], ["min", 60]];
+  for (const [name, size] of units) if (seconds >= size) return `${Math.floor(seconds / size)} ${name} ago`;
+  return "just now";
+}
+
+function when(iso) {
+  const d = new Date(iso);
+  return d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+class ApiError extends Error {
+  constructor(status, type, message) { super(message); this.status = status; this.type = type; }
+}
+
+async function api(method, path, body) {
+  const headers = { "Accept": "application/json" };
+  const key = localStorage.getItem("memlane.key");
+  if (key) headers["Authorization"] = `Bearer ${key}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let data = null;
+  try { data = await response.json(); } catch (_) { data = null; }
+  if (!response.ok) {
+    const err = (data && data.error) || {};
+    if (response.status === 401) showKeyDialog();
+    throw new ApiError(response.status, err.type || "http_error", err.message || response.statusText);
+  }
+  return data;
+}
+
+const enc = encodeURIComponent;
+const view = () => document.getElementById("view");
+
+function showError(target, error) {
+  target.replaceChildren(el("div", { class: error.status === 501 ? "notice" : "error", text: error.message }));
+}
+
+// ------------------------------------------------------------------ auth
+
+function showKeyDialog() {
+  const dialog = document.getElementById("key-dialog");
+  dialog.hidden = false;
+  document.getElementById("key-input").focus();
+}
+
+async function loadWho() {
+  try {
+    const who = await api("GET", "/v1/whoami");
+    state.features = who.features || {};
+    document.getElementById("who").textContent = who.auth
+      ? `tenant ${who.tenant} · key ${who.key_id}` : "no auth (loopback) · all tenants";
+    return true;
+  } catch (error) {
+    document.getElementById("who").textContent = error.status === 401 ? "API key needed" : error.message;
+    return false;
+  }
+}
+
+// ------------------------------------------------------------------ sessions list
+
+async function loadSessions() {
+  const status = document.getElementById("status-filter").value;
+  const query = status ? `?limit=1000&status=${enc(status)}` : "?limit=1000";
+  try {
+    state.sessions = (await api("GET", `/v1/sessions${query}`)).sessions;
+  } catch (error) {
+    state.sessions = [];
+    document.getElementById("sessions").replaceChildren(el("li", { class: "session-item muted", text: error.message }));
+    return;
+  }
+  renderSessions();
+}
+
+function renderSessions() {
+  const needle = document.getElementById("session-filter").value.trim().toLowerCase();
+  const sort = document.getElementById("session-sort").value;
+  let rows = state.sessions.filter((s) => !needle || [s.id, s.title, s.user_id, s.agent_id, s.tenant_id]
+    .some((v) => v && String(v).toLowerCase().includes(needle)));
+  const activity = (s) => new Date(s.last_active_at).getTime();
+  const sorters = {
+    recent: (a, b) => activity(b) - activity(a),
+    oldest: (a, b) => activity(a) - activity(b),
+    messages: (a, b) => b.message_count - a.message_count,
+    title: (a, b) => (a.title || a.id).localeCompare(b.title || b.id),
+  };
+  rows = rows.sort(sorters[sort] || sorters.recent);
+  document.getElementById("session-count").textContent = `(${rows.length})`;
+  const list = document.getElementById("sessions");
+  list.replaceChildren(...rows.map((s) => el("li", {
+    class: "session-item" + (state.selected === s.id ? " selected" : ""),
+    "data-session": s.id,
+    onclick: () => { location.hash = `#/session/${enc(s.id)}/transcript`; },
+  },
+  el("div", { class: "t", text: s.title || s.id }),
+  el("div", { class: "m" },
+    el("span", { class: `badge ${s.status}`, text: s.status }),
+    s.user_id ? el("span", { text: `user ${s.user_id}` }) : null,
+    el("span", { text: `${s.message_count} msgs` }),
+    el("span", { class: "activity", title: s.last_active_at, text: ago(s.last_active_at) })))));
+  if (!rows.length) list.append(el("li", { class: "session-item muted", text: "no sessions match" }));
+}
+
+// ------------------------------------------------------------------ session view
+
+async function openSession(sessionId, tab) {
+  state.selected = sessionId;
+  state.tab = tab || "transcript";
+  renderSessions();
+  const node = document.getElementById("tpl-session").content.cloneNode(true);
+  const root = node.querySelector(".session-view");
+  view().replaceChildren(root);
+  let session;
+  try {
+    session = await api("GET", `/v1/sessions/${enc(sessionId)}`);
+  } catch (error) {
+    showError(view(), error);
+    return;
+  }
+  root.querySelector(".s-title").textContent = session.title || session.id;
+  root.querySelector(".s-meta").textContent = [
+    `id ${session.id}`, session.user_id && `user ${session.user_id}`, session.agent_id && `agent ${session.agent_id}`,
+    `tenant ${session.tenant_id}`, session.status, `${session.message_count} messages`,
+    `created ${when(session.created_at)}`, `active ${ago(session.last_active_at)}`,
+  ].filter(Boolean).join(" · ");
+  for (const link of root.querySelectorAll(".tab")) {
+    link.classList.toggle("active", link.dataset.tab === state.tab);
+    link.href = `#/session/${enc(sessionId)}/${link.dataset.tab}`;
+  }
+  const body = root.querySelector(".tab-body");
+  if (state.tab === "context") renderContextForm(body, session);
+  else await renderTranscript(body, session);
+}
+
+function renderToolCalls(calls) {
+  return calls.map((call) => {
+    const fn = call.function || {};
+    let args = fn.arguments;
+    try { args = JSON.stringify(JSON.parse(args), null, 2); } catch (_) { /* keep as sent */ }
+    return el("div", { class: "toolcall" }, el("b", { text: `→ ${fn.name || call.type || "tool"}` }),
+      ` (${call.id})\n`, args || "");
+  });
+}
+
+function messageNode(m) {
+  const author = m.author_name || m.author_id;
+  return el("div", {
+    class: `msg ${m.role}${m.hidden ? " hidden" : ""}${state.highlight === m.id ? " highlight" : ""}`,
+    id: `msg-${m.id}`, "data-role": m.role,
+  },
+  el("div", { class: "msg-head" },
+    el("span", { class: "role", text: m.role }),
+    author ? el("span", { class: "author", text: author }) : null,
+    m.role === "tool" ? el("span", { class: "muted", text: `${m.name || "tool"} result for ${m.tool_call_id}` }) : null,
+    el("span", { class: "muted", title: m.created_at, text: when(m.created_at) }),
+    m.pinned ? el("span", { class: "badge", text: "pinned" }) : null,
+    m.importance > 0 ? el("span", { class: "badge", text: `importance ${m.importance}` }) : null,
+    m.hidden ? el("span", { class: "badge", text: "cleared" }) : null,
+    el("span", { class: "muted", text: `#${m.id} · ${m.token_count ?? "?"} tok` })),
+  m.content ? el("div", { class: "content", text: m.content }) : null,
+  ...(m.tool_calls ? renderToolCalls(m.tool_calls) : []));
+}
+
+async function renderTranscript(body, session) {
+  body.replaceChildren(el("p", { class: "muted", text: "loading…" }));
+  let messages, turns;
+  try {
+    [messages, turns] = await Promise.all([
+      api("GET", `/v1/sessions/${enc(session.id)}/messages?include_hidden=true`),
+      api("GET", `/v1/sessions/${enc(session.id)}/turns?limit=1000`),
+    ]);
+  } catch (error) {
+    showError(body, error);
+    return;
+  }
+  const turnInfo = new Map(turns.turns.map((t, i) => [t.turn_id, { ...t, n: i + 1 }]));
+  const nodes = [];
+  if (session.system_prompt) {
+    nodes.push(el("div", { class: "msg system" }, el("div", { class: "msg-head" },
+      el("span", { class: "role", text: "system prompt" })), el("div", { class: "content", text: session.system_prompt })));
+  }
+  let lastTurn = undefined;
+  let exchange = 0;
+  for (const m of messages.messages) {
+    // A turn boundary: a new store_interaction turn, or a new user message outside turns.
+    const boundary = m.turn_id ? m.turn_id !== lastTurn : m.role === "user";
+    if (boundary) {
+      exchange += 1;
+      const t = m.turn_id && turnInfo.get(m.turn_id);
+      const label = [`turn ${exchange}`, t && t.intent && `intent ${t.intent}`, t && t.model_used,
+        t && t.action_name && `action ${t.action_name}`].filter(Boolean).join(" · ");
+      nodes.push(el("div", { class: "turn-sep", "data-turn": m.turn_id || "" }, label));
+    }
+    lastTurn = m.turn_id;
+    nodes.push(messageNode(m));
+  }
+  if (!messages.messages.length) nodes.push(el("p", { class: "muted", text: "no messages yet" }));
+  body.replaceChildren(el("div", { id: "transcript" }, nodes));
+  if (state.highlight) {
+    const target = document.getElementById(`msg-${state.highlight}`);
+    if (target) target.scrollIntoView({ block: "center" });
+  }
+}
+
+// ------------------------------------------------------------------ context packet
+
+function renderContextForm(body, session) {
+  const saved = JSON.parse(sessionStorage.getItem("memlane.ctx") || "{}");
+  const query = el("input", { id: "context-query", type: "text", placeholder: "What is the agent about to answer? (optional)",
+    value: saved.query || "" });
+  const budget = el("input", { id: "context-budget", type: "number", min: "1", step: "1", value: saved.max_tokens || 1024 });
+  const strategy = el("select", { id: "context-strategy" }, STRATEGIES.map((s) => el("option", { value: s, text: s })));
+  if (saved.strategy) strategy.value = saved.strategy;
+  const out = el("div", { id: "context-out" });
+  const build = async (event) => {
+    if (event) event.preventDefault();
+    const request = { query: query.value.trim() || null, max_tokens: Number(budget.value) || 1024, strategy: strategy.value };
+    sessionStorage.setItem("memlane.ctx", JSON.stringify(request));
+    out.replaceChildren(el("p", { class: "muted", text: "building…" }));
+    const ticket = ++state.contextTicket;  // a slower, older answer must not overwrite a newer one
+    try {
+      const packet = await api("POST", `/v1/sessions/${enc(session.id)}/context`, request);
+      if (ticket === state.contextTicket) renderPacket(out, packet);
+    } catch (error) {
+      if (ticket === state.contextTicket) showError(out, error);
+    }
+  };
+  body.replaceChildren(
+    el("form", { class: "ctx-form", onsubmit: build }, query,
+      el("label", { class: "muted", text: "budget" }), budget,
+      el("label", { class: "muted", text: "strategy" }), strategy,
+      el("button", { id: "context-build", type: "submit", text: "Build packet" })),
+    out);
+  build();
+}
+
+function budgetBar(budget) {
+  const total = Math.max(budget.max_tokens, 1);
+  const entries = Object.entries(budget.sections || {}).filter(([, n]) => n > 0);
+  const segs = entries.map(([name, n]) => el("div", {
+    class: "seg", "data-section": name, title: `${name}: ${n} tokens`,
+    style: `width:${(100 * n / total).toFixed(2)}%;background:${SECTION_COLORS[name] || "#777"}`,
+  }, n / total > 0.06 ? name : ""));
+  const legend = entries.map(([name, n]) => el("span", {},
+    el("span", { class: "sw", style: `background:${SECTION_COLORS[name] || "#777"}` }),
+    `${name} ${n}`));
+  legend.push(el("span", { class: "muted", text: `free ${budget.free ?? total - budget.used}` }));
+  const dropped = Object.entries(budget.dropped || {}).filter(([, n]) => n > 0);
+  return el("div", { class: "budget" },
+    el("div", { class: "row" }, el("b", { text: `${budget.used} / ${budget.max_tokens} tokens` }),
+      el("span", { class: "muted", text: ` ${budget.encoding || ""}` })),
+    el("div", { id: "budget-bar", class: "budget-bar" }, segs),
+    el("div", { class: "legend" }, legend),
+    dropped.length ? el("div", { class: "muted", style: "font-size:12px;margin-top:4px",
+      text: "left out for lack of room: " + dropped.map(([k, n]) => `${k} ${n}`).join(", ") }) : null);
+}
+
+function list(items, render) {
+  return items && items.length ? el("ul", {}, items.map((x) => el("li", {}, render ? render(x) : String(x))))
+    : el("p", { class: "muted", text: "—" });
+}
+
+function renderPacket(out, packet) {
+  const budget = packet.budget || { sections: {}, used: 0, max_tokens: 0 };
+  const entities = Object.entries(packet.resolved_entities_map || {});
+  const stateCard = el("div", { class: "card" },
+    el("h3", { text: "Session state" }),
+    el("div", { class: "muted", text: `status ${packet.session_status || "?"} · ${packet.turn_count ?? 0} turns · strategy ${packet.strategy || "?"}` }),
+    el("b", { text: "Topics" }), list(packet.active_topics),
+    el("b", { text: "Open loops" }), list(packet.open_loops),
+    el("b", { text: "Pending clarifications" }), list(packet.pending_clarifications),
+    entities.length ? el("b", { text: "Resolved references" }) : null,
+    entities.length ? list(entities, ([k, v]) => `${k} → ${v}`) : null);
+  const summaryCard = el("div", { class: "card" },
+    el("h3", { text: "Rolling summary" }),
+    el("div", { class: "content", text: packet.rolling_session_summary || "—" }),
+    (packet.recent_turn_summaries || []).length ? el("h3", { text: "Turn summaries" }) : null,
+    (packet.recent_turn_summaries || []).length ? list(packet.recent_turn_summaries) : null,
+    el("h3", { text: "Notes" }), list(packet.notes),
+    el("h3", { text: "Recalled from past sessions" }),
+    list(packet.recalled, (r) => el("span", {},
+      el("span", { class: "hit-score", text: Number(r.score).toFixed(3) }), " ",
+      el("span", { class: "muted", text: `${r.session_title || r.session_id}: ` }), r.message.content)));
+  const rendered = el("div", { class: "card rendered" }, el("h3", { text: "Messages sent to the model" }),
+    (packet.messages || []).map((m, i) => messageNode({ ...m, id: `p${i}`, created_at: new Date().toISOString(),
+      token_count: "", importance: 0 })));
+  out.replaceChildren(budgetBar(budget), el("div", { class: "ctx-grid" }, stateCard, summaryCard), el("br"), rendered);
+  for (const node of out.querySelectorAll(".rendered .msg-head .muted")) node.remove();
+}
+
+// ------------------------------------------------------------------ search
+
+async function runSearch(query) {
+  state.selected = null;
+  renderSessions();
+  document.getElementById("search-input").value = query;
+  const out = el("div", { id: "search-results" }, el("p", { class: "muted", text: "searching…" }));
+  view().replaceChildren(el("h1", { text: `Search: ${query}` }), out);
+  let data;
+  try {
+    data = await api("POST", "/v1/search", { query, top_k: 25 });
+  } catch (error) {
+    showError(out, error);
+    return;
+  }
+  if (!data.hits.length) {
+    out.replaceChildren(el("p", { class: "muted", text: "nothing found" }));
+    return;
+  }
+  out.replaceChildren(...data.hits.map((hit) => {
+    const m = hit.message;
+    const parts = Object.entries(hit.scores || {});
+    const top = Math.max(1e-9, ...parts.map(([, v]) => Math.abs(v)));
+    return el("div", { class: "hit", "data-message": m.id },
+      el("div", { class: "hit-head" },
+        el("a", { href: `#/session/${enc(m.session_id)}/transcript/${m.id}`, text: hit.session_title || m.session_id }),
+        el("span", {}, `${m.role}${m.author_name ? " · " + m.author_name : ""} · ${when(m.created_at)} · score `,
+          el("span", { class: "hit-score", text: Number(hit.score).toFixed(3) }))),
+      el("div", { class: "snippet", text: hit.snippet || m.content }),
+      el("div", { class: "score-parts" }, parts.flatMap(([name, v]) => [
+        el("span", { text: name }),
+        el("span", { class: "bar" }, el("i", { style: `width:${(100 * Math.abs(v) / top).toFixed(1)}%` })),
+        el("span", { class: "v", text: Number(v).toFixed(3) }),
+      ])));
+  }));
+}
+
+// ------------------------------------------------------------------ routing
+
+async function route() {
+  const hash = decodeURIComponent(location.hash.slice(1));
+  const raw = location.hash.slice(1);
+  if (raw.startsWith("/search/")) {
+    await runSearch(decodeURIComponent(raw.slice("/search/".length)));
+    return;
+  }
+  const match = raw.match(/^\/session\/([^/]+)\/?(transcript|context)?\/?(\d+)?$/);
+  if (match) {
+    state.highlight = match[3] ? Number(match[3]) : null;
+    await openSession(decodeURIComponent(match[1]), match[2] || "transcript");
+    return;
+  }
+  if (hash === "/" || hash === "") {
+    state.selected = null;
+    renderSessions();
+  }
+}
+
+async function main() {
+  document.getElementById("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const query = document.getElementById("search-input").value.trim();
+    if (query) location.hash = `#/search/${enc(query)}`;
+  });
+  document.getElementById("session-filter").addEventListener("input", renderSessions);
+  document.getElementById("session-sort").addEventListener("change", renderSessions);
+  document.getElementById("status-filter").addEventListener("change", loadSessions);
+  document.getElementById("key-button").addEventListener("click", showKeyDialog);
+  document.getElementById("key-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const key = document.getElementById("key-input").value.trim();
+    if (key) localStorage.setItem("memlane.key", key);
+    document.getElementById("key-dialog").hidden = true;
+    if (await loadWho()) { await loadSessions(); await route(); }
+  });
+  document.getElementById("key-clear").addEventListener("click", () => {
+    localStorage.removeItem("memlane.key");
+    document.getElementById("key-input").value = "";
+  });
+  window.addEventListener("hashchange", route);
+  if (await loadWho()) {
+    await loadSessions();
+    await route();
+  }
+  document.body.dataset.ready = "1";
+}
+
+main();
