@@ -23,6 +23,7 @@ COMPONENTS: list[str] = [
     "memlane.search.recall:attach",
     "memlane.state.tracker:attach",  # before anything that reads session state per turn
     "memlane.context.summaries:attach",  # rolling summaries + checkpoints, on a background thread
+    "memlane.rooms.component:attach",  # notes, memory commands, archive, lifecycle (after flush is set)
 ]
 
 

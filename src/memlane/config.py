@@ -42,6 +42,18 @@ class Settings(BaseModel):
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key_env: str = "OPENAI_API_KEY"
+    # rooms, the Anchor and long-term notes (rooms/, notes/)
+    anchor_name: str | None = None
+    cli_session_id: str = "cli"
+    notes_enabled: bool = True
+    promote_every: int = Field(5, ge=1)
+    notes_min_importance: float = Field(0.5, ge=0.0, le=1.0)
+    notes_extractor: Literal["rules", "llm"] = "rules"
+    # lifecycle limits enforced by `memlane maintain` (None = no limit)
+    max_turns_per_session: int | None = Field(None, ge=1)
+    max_sessions: int | None = Field(None, ge=1)
+    archive_after_days: int | None = Field(90, ge=1)
+    maintain_every_minutes: int | None = Field(None, ge=1)
 
     def storage_url(self) -> str:
         path = self.storage_path

@@ -48,6 +48,10 @@ from memlane.tokens import TokenCounter, get_counter
 
 if TYPE_CHECKING:
     from memlane.context.packet import ContextPacket
+    from memlane.notes.models import Note
+    from memlane.notes.service import NotesService
+    from memlane.rooms.handler import CommandResult
+    from memlane.rooms.lifecycle import MaintainReport
     from memlane.state.references import Resolution
     from memlane.state.sessions import SessionManager
     from memlane.state.tracker import SessionState
@@ -487,6 +491,65 @@ class Memory:
 
         return shutdown(self, session_id, close=close)
 
+    # ------------------------------------------------------------ rooms, the Anchor, notes
+
+    @property
+    def anchor_id(self) -> str:
+        """The Anchor's id, from the settings at this moment (never stored)."""
+        from memlane.rooms.anchor import anchor_id
+
+        return anchor_id(self.settings)
+
+    def is_anchor(self, author_id: str | None) -> bool:
+        return bool(author_id) and author_id == self.anchor_id
+
+    def _notes(self) -> NotesService:
+        from memlane.notes.service import NotesService
+
+        service = self.extensions.get("notes")
+        if not isinstance(service, NotesService):
+            raise InvalidInputError(f"store {self.store.url} keeps no long-term notes")
+        return service
+
+    def handle_command(
+        self, session_id: str, text: str, author_id: str | None = None, *,
+        author_name: str | None = None, message_id: int | None = None,
+    ) -> CommandResult:
+        """Run a memory command said in the conversation ("forget this conversation",
+        "merk dir das", ...). Only the Anchor may change memory; every command is audited."""
+        from memlane.rooms.handler import handle_command
+
+        return handle_command(self, self._notes(), session_id, text, author_id,
+                              author_name=author_name, message_id=message_id)
+
+    def notes(self, query: str | None = None, **filters: Any) -> list[Note]:
+        """Long-term notes true now (``include_history=True`` for all versions). Filters:
+        session_id (what that conversation sees), user_id, kind, tenant_id, limit."""
+        return self._notes().list_notes(query, **filters)
+
+    def add_note(self, text: str, **fields: Any) -> Note:
+        """Write a note yourself; a note with the same ``slot`` is merged or superseded."""
+        note = self._notes().add(text, **fields).note
+        assert note is not None
+        return note
+
+    def note_history(self, note_id: int) -> list[Note]:
+        """Every version of a note, oldest first: how it changed and when."""
+        return self._notes().history(note_id)
+
+    def archive_session(self, session_id: str, reason: str | None = None) -> bool:
+        """Move a conversation to the archive tier (out of context, still searchable)."""
+        return self._notes().store.archive_session(session_id, reason)
+
+    def unarchive_session(self, session_id: str) -> bool:
+        return self._notes().store.unarchive_session(session_id)
+
+    def maintain(self, *, dry_run: bool = False) -> MaintainReport:
+        """Apply the lifecycle limits once: archive, prune, trim (see rooms/lifecycle.py)."""
+        from memlane.rooms.lifecycle import maintain
+
+        return maintain(self, dry_run=dry_run)
+
     # ------------------------------------------------------------ reading
 
     def window(
@@ -628,4 +691,6 @@ class Memory:
     def stats(self) -> dict[str, Any]:
         out = self.store.stats()
         out["pending_writes"] = self.pending_writes
+        for hook in self.extensions.get("stats_hooks", []):
+            out.update(hook())
         return out

@@ -128,6 +128,118 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END;
         """,
     ),
+    4: (
+        "notes, rooms, audit log, archive",
+        """
+        -- Long-term notes: distilled knowledge, separate from the session lane. A note is
+        -- derived from messages but outlives them when retention prunes the log (that is
+        -- what promotion is for); "forget" removes it explicitly (rooms/forget.py), so
+        -- there is no foreign key to sessions or messages here on purpose.
+        -- Versions: a contradicting statement closes the old row (valid_to) and opens a new
+        -- one in the same lineage; history is one lineage, oldest first.
+        CREATE TABLE notes (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            lineage_id INTEGER,
+            tenant_id TEXT NOT NULL DEFAULT 'default',
+            user_id TEXT,
+            session_id TEXT,
+            kind TEXT NOT NULL,
+            slot TEXT,
+            value TEXT,
+            polarity INTEGER NOT NULL DEFAULT 1,
+            text TEXT NOT NULL,
+            author_id TEXT,
+            author_name TEXT,
+            importance REAL NOT NULL DEFAULT 0.5,
+            confidence REAL NOT NULL DEFAULT 1.0,
+            entities TEXT NOT NULL DEFAULT '[]',
+            metadata TEXT NOT NULL DEFAULT '{}',
+            origin TEXT NOT NULL DEFAULT 'extracted',
+            valid_from REAL NOT NULL,
+            valid_to REAL,
+            supersedes INTEGER REFERENCES notes(id) ON DELETE SET NULL,
+            superseded_by INTEGER REFERENCES notes(id) ON DELETE SET NULL,
+            seen_count INTEGER NOT NULL DEFAULT 1,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        -- "what is true now about this person in this slot" is the gate's hot question.
+        CREATE INDEX notes_current_by_slot ON notes(tenant_id, user_id, slot) WHERE valid_to IS NULL;
+        CREATE INDEX notes_by_session ON notes(session_id);
+        CREATE INDEX notes_by_lineage ON notes(lineage_id, valid_from);
+
+        CREATE TABLE note_sources (
+            note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+            message_id INTEGER NOT NULL,
+            session_id TEXT NOT NULL,
+            PRIMARY KEY (note_id, message_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX note_sources_by_message ON note_sources(message_id);
+        CREATE INDEX note_sources_by_session ON note_sources(session_id);
+
+        CREATE VIRTUAL TABLE notes_fts USING fts5(
+            text, content='notes', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER notes_fts_insert AFTER INSERT ON notes BEGIN
+            INSERT INTO notes_fts(rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE TRIGGER notes_fts_delete AFTER DELETE ON notes BEGIN
+            INSERT INTO notes_fts(notes_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END;
+        CREATE TRIGGER notes_fts_update AFTER UPDATE OF text ON notes BEGIN
+            INSERT INTO notes_fts(notes_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            INSERT INTO notes_fts(rowid, text) VALUES (new.id, new.text);
+        END;
+
+        -- Named entities, links, dates and system actions found in messages, kept beside
+        -- the dialogue. Per-message annotations: they go with their message.
+        CREATE TABLE message_facets (
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            value TEXT NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (message_id, kind, value)
+        ) WITHOUT ROWID;
+        CREATE INDEX message_facets_by_value ON message_facets(kind, value);
+        CREATE INDEX message_facets_by_session ON message_facets(session_id);
+
+        -- How far the promotion gate has read each session's log.
+        CREATE TABLE promotion_progress (
+            session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            last_message_id INTEGER NOT NULL,
+            updated_at REAL NOT NULL
+        );
+
+        -- Conversations moved to the archive tier: out of context, still searchable.
+        CREATE TABLE session_archive (
+            session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            archived_at REAL NOT NULL,
+            previous_status TEXT NOT NULL,
+            reason TEXT
+        );
+
+        -- Every memory command: who, what, when, result. No foreign keys: the record of a
+        -- "forget" must outlive what it forgot.
+        CREATE TABLE audit_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            tenant_id TEXT NOT NULL DEFAULT 'default',
+            session_id TEXT,
+            actor_id TEXT,
+            actor_name TEXT,
+            is_anchor INTEGER NOT NULL,
+            action TEXT NOT NULL,
+            command TEXT,
+            allowed INTEGER NOT NULL,
+            result TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX audit_log_by_session ON audit_log(session_id, at);
+        CREATE INDEX audit_log_by_time ON audit_log(at);
+        """,
+    ),
     5: (
         "server api keys",
         """

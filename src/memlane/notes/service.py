@@ -1,0 +1,261 @@
+"""The notes lane as one object: listing, adding, history, and notes for a context packet.
+
+``mem.extensions["notes"]`` is a :class:`NotesService`. Called as a function it is the
+context engine's provider: ``notes(session_id, query, max_tokens) -> list[Note]`` — the
+notes that are true now, visible in that conversation (its own notes and the Anchor's
+notes from anywhere), relevant to the query first, within ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memlane.errors import InvalidInputError, MemlaneError, NotFoundError, SessionNotFoundError
+from memlane.models import check_json, utcnow
+from memlane.notes.gate import PromotionGate
+from memlane.notes.models import NOTE_KINDS, Note, NoteCandidate, WriteOutcome
+from memlane.notes.promoter import Promoter
+from memlane.notes.store import NoteFilter, NoteStore
+
+if TYPE_CHECKING:
+    from memlane.memory import Memory
+
+__all__ = ["NotesService"]
+
+log = logging.getLogger(__name__)
+
+#: Notes that match nothing in the query still come along when they are this important
+#: (what the Anchor asked to keep, facts about the Anchor): proactive recall.
+PROACTIVE_IMPORTANCE = 0.7
+#: Tokens of the "- " bullet and newline the packet adds per note.
+_LINE_OVERHEAD = 3
+#: Cosine similarity above which a note counts as relevant when an embedder is attached.
+_SEMANTIC_MIN = 0.35
+
+
+class NotesService:
+    def __init__(self, mem: Memory, notes: NoteStore, gate: PromotionGate, promoter: Promoter) -> None:
+        self.mem = mem
+        self.store = notes
+        self.gate = gate
+        self.promoter = promoter
+        self._keep = threading.local()
+        self._vectors: dict[tuple[int, str], Any] = {}
+
+    # ------------------------------------------------------------ who is the Anchor
+
+    def anchor(self) -> str:
+        from memlane.rooms.anchor import anchor_id
+
+        return anchor_id(self.mem.settings)
+
+    # ------------------------------------------------------------ provider for mem.context
+
+    def __call__(self, session_id: str, query: str | None, max_tokens: int) -> list[Note]:
+        try:
+            return self.for_context(session_id, query, max_tokens)
+        except MemlaneError:
+            raise
+        except Exception as exc:  # the packet must not fail because of notes
+            log.exception("notes for the context of %s failed", session_id)
+            raise MemlaneError(f"notes unavailable: {exc}") from exc
+
+    def for_context(self, session_id: str, query: str | None, max_tokens: int) -> list[Note]:
+        """Current notes visible in ``session_id``: relevant to ``query`` first, within budget."""
+        if max_tokens < 1:
+            return []
+        session = self.mem.store.get_session(session_id)
+        if session is None:
+            return []
+        self.promoter.catch_up(session_id)
+        flt = NoteFilter(tenant_id=session.tenant_id, visible_in=session_id, anchor_id=self.anchor())
+        ranked: dict[int, tuple[float, Note]] = {}
+        if query and query.strip():
+            for note, score in self.store.search_notes(query, flt, limit=50):
+                ranked[note.id or 0] = (2.0 + min(score, 10.0) / 10.0 + note.importance, note)
+        pool = self.store.list_notes(flt, limit=300)
+        semantic = self._semantic(query, pool) if query and query.strip() else {}
+        now = utcnow()
+        for note in pool:
+            nid = note.id or 0
+            sim = semantic.get(nid, 0.0)
+            if nid in ranked:
+                if sim:
+                    s, n = ranked[nid]
+                    ranked[nid] = (s + sim, n)
+                continue
+            if sim >= _SEMANTIC_MIN:
+                ranked[nid] = (1.5 + sim + note.importance, note)
+            elif note.importance >= PROACTIVE_IMPORTANCE or not query:
+                age_days = max((now - note.valid_from).total_seconds() / 86400.0, 0.0)
+                ranked[nid] = (note.importance + 0.3 * math.exp(-age_days / 30.0), note)
+        ordered = [n for _, n in sorted(ranked.values(), key=lambda p: (-p[0], -(p[1].id or 0)))]
+        out: list[Note] = []
+        used = 0
+        for note in ordered:
+            cost = self.mem.counter.count(note.text) + _LINE_OVERHEAD
+            if used + cost > max_tokens:
+                continue  # a shorter note further down may still fit
+            out.append(note)
+            used += cost
+        return out
+
+    def _semantic(self, query: str, notes: Sequence[Note]) -> dict[int, float]:
+        """Cosine similarity of the query to each note, when recall has an embedder."""
+        engine = self.mem.extensions.get("recall")
+        embedder = getattr(engine, "embedder", None)
+        if embedder is None or not notes:
+            return {}
+        try:
+            missing = [n for n in notes if (n.id or 0, n.text) not in self._vectors]
+            if missing:
+                vecs = embedder.embed([n.text for n in missing])
+                for n, v in zip(missing, vecs, strict=True):
+                    self._vectors[(n.id or 0, n.text)] = v
+            q = embedder.embed_query(query)
+            q = q[0] if getattr(q, "ndim", 1) == 2 else q
+            return {n.id or 0: float(self._vectors[(n.id or 0, n.text)] @ q) for n in notes}
+        except Exception as exc:  # lexical ranking still works without vectors
+            log.debug("semantic note ranking unavailable: %s", exc)
+            return {}
+
+    # ------------------------------------------------------------ public API
+
+    def list_notes(
+        self,
+        query: str | None = None,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        kind: str | None = None,
+        tenant_id: str | None = None,
+        include_history: bool = False,
+        limit: int = 50,
+    ) -> list[Note]:
+        """Notes, newest knowledge first; ``session_id`` limits to what that conversation sees."""
+        if limit < 1:
+            raise InvalidInputError("limit must be at least 1")
+        if kind is not None and kind not in NOTE_KINDS:
+            raise InvalidInputError(f"kind must be one of {sorted(NOTE_KINDS)}, got {kind!r}")
+        flt = NoteFilter(tenant_id=tenant_id, user_id=user_id, kind=kind, current_only=not include_history)
+        if session_id is not None:
+            session = self.mem.store.get_session(session_id)
+            if session is None:
+                raise SessionNotFoundError(session_id)
+            self.promoter.catch_up(session_id)
+            flt.visible_in, flt.anchor_id = session_id, self.anchor()
+            flt.tenant_id = tenant_id or session.tenant_id
+        if query is not None and query.strip():
+            return [n for n, _ in self.store.search_notes(query, flt, limit=limit)]
+        return self.store.list_notes(flt, limit=limit)
+
+    def add(
+        self,
+        text: str,
+        *,
+        kind: str = "fact",
+        user_id: str | None = None,
+        session_id: str | None = None,
+        importance: float = 0.8,
+        slot: str | None = None,
+        value: str | None = None,
+        polarity: int = 1,
+        source_ids: Sequence[int] = (),
+        valid_from: datetime | None = None,
+        metadata: dict[str, Any] | None = None,
+        origin: str = "api",
+    ) -> WriteOutcome:
+        """Write a note directly (merged or superseding by ``slot`` like any other)."""
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError("a note needs non-empty text")
+        if kind not in NOTE_KINDS:
+            raise InvalidInputError(f"kind must be one of {sorted(NOTE_KINDS)}, got {kind!r}")
+        if not 0.0 <= float(importance) <= 1.0:
+            raise InvalidInputError("importance must be in 0..1")
+        if polarity not in (1, -1):
+            raise InvalidInputError("polarity must be 1 or -1")
+        tenant = "default"
+        if session_id is not None:
+            session = self.mem.store.get_session(session_id)
+            if session is None:
+                raise SessionNotFoundError(session_id)
+            tenant = session.tenant_id
+        ids = [int(i) for i in source_ids]
+        if ids and len(self.mem.store.get_messages(ids)) != len(set(ids)):
+            raise NotFoundError(f"some of the source messages {ids} do not exist")
+        cand = NoteCandidate(
+            text=text.strip(), kind=kind, user_id=user_id or self.anchor(), source_ids=ids,
+            session_id=session_id or "", slot=slot or f"{kind}:{' '.join(text.lower().split())[:200]}",
+            value=value if value is not None else text.strip(), polarity=polarity,
+            importance=float(importance), valid_from=valid_from or utcnow(), origin=origin,
+            metadata=check_json(metadata, "metadata"),
+        )
+        outcome = self.gate.write_if_worthy(cand, tenant_id=tenant, force=True)
+        if outcome.note is None:
+            raise NotFoundError(f"the note could not be written: {outcome.reason}")
+        return outcome
+
+    def get(self, note_id: int) -> Note:
+        found = self.store.get_note(note_id)
+        if found is None:
+            raise NotFoundError(f"note {note_id} does not exist")
+        return found
+
+    def history(self, note_id: int) -> list[Note]:
+        """Every version of the note's lineage, oldest first; the current one has no valid_to."""
+        return self.store.history(note_id)
+
+    def forget_note(self, note_id: int) -> int:
+        """Delete a note and every version of it."""
+        return self.store.delete_notes([n.id or 0 for n in self.store.history(note_id)])
+
+    # ------------------------------------------------------------ forgetting
+
+    class _Keep:
+        def __init__(self, local: threading.local) -> None:
+            self.local = local
+
+        def __enter__(self) -> None:
+            self.local.depth = getattr(self.local, "depth", 0) + 1
+
+        def __exit__(self, *exc: object) -> None:
+            self.local.depth -= 1
+
+    def keep_notes(self) -> NotesService._Keep:
+        """Within this block, deleting messages keeps the notes learned from them.
+
+        Retention (``memlane maintain``) prunes raw turns but not distilled knowledge;
+        "forget" deletes both.
+        """
+        return NotesService._Keep(self._keep)
+
+    def on_forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
+        """Forget hook: notes learned from forgotten messages go with them."""
+        if getattr(self._keep, "depth", 0):
+            return
+        if message_ids is None:
+            self.promoter.forget(session_id)
+            ids = self.store.notes_from(session_id=session_id)
+            self.store.redact_audit(session_id)
+        else:
+            ids = self.store.notes_from(message_ids=message_ids)
+        doomed = set(ids)
+        # A forgotten change of mind must not leave the person with no opinion at all: the
+        # version it superseded (learned elsewhere) is true again, as if it was never said.
+        reopen: list[int] = []
+        for nid in ids:
+            note = self.store.get_note(nid)
+            if note is not None and note.current and note.supersedes and note.supersedes not in doomed:
+                reopen.append(note.supersedes)
+        self.store.delete_notes(sorted(doomed))
+        for nid in reopen:
+            self.store.reopen_note(nid)
+        self._vectors = {k: v for k, v in self._vectors.items() if k[0] not in doomed}
+
+    def stats(self) -> dict[str, Any]:
+        return self.store.stats()

@@ -1,0 +1,114 @@
+"""Component hook (``memlane.components``): notes, rooms, commands and lifecycle attach here.
+
+Registers on the Memory:
+
+* ``mem.extensions["notes"]`` — the :class:`~memlane.notes.service.NotesService`; calling it
+  is the context engine's notes provider ``(session_id, query, max_tokens) -> list[Note]``;
+* ``mem.extensions["render_transcript"]`` / ``["label_messages"]`` — speaker rendering bound
+  to the current Anchor (see :mod:`memlane.rooms.anchor`);
+* ``mem.extensions["stats_hooks"]`` — notes, archive and summary savings for ``mem.stats()``;
+* a forget hook (notes learned from forgotten messages go too), an observer that counts
+  turns for the promotion gate and brings an archived room back when it speaks again,
+  and a chained ``flush`` that also waits for the gate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from memlane.models import Message, Session
+from memlane.notes.extract import Extractor, LLMExtractor, RuleExtractor
+from memlane.notes.gate import PromotionGate
+from memlane.notes.promoter import Promoter
+from memlane.notes.service import NotesService
+from memlane.notes.store import note_store_for
+from memlane.rooms.anchor import anchor_id, label_messages, render_transcript
+from memlane.rooms.commands import is_command
+
+if TYPE_CHECKING:
+    from memlane.memory import Memory
+
+__all__ = ["attach", "summary_tokens_saved"]
+
+log = logging.getLogger(__name__)
+
+
+def _extractor(mem: Memory) -> Extractor:
+    s = mem.settings
+    if s.notes_extractor == "llm":
+        if s.llm_base_url and s.llm_model:
+            return LLMExtractor(s.llm_base_url, s.llm_model, api_key_env=s.llm_api_key_env)
+        log.warning("notes_extractor is 'llm' but llm_base_url/llm_model are not set; using the rules")
+    return RuleExtractor()
+
+
+def summary_tokens_saved(mem: Memory) -> int:
+    """Tokens the rolling summaries save over the turns they cover (SQLite stores)."""
+    read = getattr(mem.store, "read", None)
+    if read is None:
+        return 0
+    try:
+        rows = read(
+            "SELECT COALESCE(SUM(CAST(json_extract(value, '$.tokens_saved') AS INTEGER)), 0) "
+            "FROM derived WHERE kind = 'summary' AND json_valid(value)"
+        )
+        return int(rows[0][0] or 0)
+    except Exception:  # a store without the derived table or JSON1: nothing to report
+        return 0
+
+
+def attach(mem: Memory) -> None:
+    def current_anchor() -> str:
+        return anchor_id(mem.settings)
+
+    def render(messages: Sequence[Message], **options: Any) -> str:
+        return render_transcript(messages, current_anchor(), **options)
+
+    def label(messages: Sequence[Message]) -> list[Message]:
+        return label_messages(messages, current_anchor())
+
+    mem.extensions["render_transcript"] = render
+    mem.extensions["label_messages"] = label
+
+    notes = note_store_for(mem.store)
+    if notes is None:
+        log.info("store %s keeps no notes yet; notes and memory commands are off", mem.store.url)
+        return
+    gate = PromotionGate(notes, min_importance=mem.settings.notes_min_importance)
+    promoter = Promoter(mem, notes, gate, _extractor(mem), anchor=current_anchor, is_command=is_command)
+    service = NotesService(mem, notes, gate, promoter)
+    mem.extensions["notes"] = service
+    mem.extensions.setdefault("forget_hooks", []).append(service.on_forget)
+
+    def observe(session: Session, stored: list[Message]) -> None:
+        if session.status == "archived" and any(m.id is not None for m in stored):
+            notes.unarchive_session(session.id)  # a room that speaks again is active again
+        if mem.settings.notes_enabled:
+            promoter.observe(session, stored)
+
+    mem.add_observer(observe, on_close=promoter.close)
+
+    previous = mem.extensions.get("flush")
+
+    def flush(timeout: float | None) -> None:
+        if callable(previous):
+            previous(timeout)
+        promoter.flush(timeout)
+
+    mem.extensions["flush"] = flush
+
+    def stats() -> dict[str, Any]:
+        out = service.stats()
+        out["tokens_saved_by_summaries"] = summary_tokens_saved(mem)
+        return out
+
+    mem.extensions.setdefault("stats_hooks", []).append(stats)
+
+    minutes = mem.settings.maintain_every_minutes
+    if minutes:
+        from memlane.rooms.lifecycle import MaintenanceTimer
+
+        timer = MaintenanceTimer(mem, minutes)
+        mem.add_closer(timer.close)

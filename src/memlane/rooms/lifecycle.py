@@ -1,0 +1,188 @@
+"""Conversation lifecycle (seed 003): the archive tier and the configured limits.
+
+``maintain`` enforces, in order:
+
+1. promotion of any backlog (so nothing is pruned before its notes are distilled);
+2. ``archive_after_days``: conversations inactive that long move to the archive tier —
+   status ``archived``, out of context, still searchable, restorable;
+3. ``auto_prune_days``: conversations inactive that long are deleted;
+4. ``max_sessions``: beyond that many conversations the least recently active are deleted;
+5. ``max_turns_per_session``: a conversation keeps its newest N user turns (and what
+   follows them); older messages are deleted, pinned ones kept.
+
+Deleting for retention keeps the long-term notes learned from the deleted turns — keeping
+distilled knowledge while raw turns age out is the point of promotion. Only "forget"
+deletes notes too. ``settings.maintain_every_minutes`` runs this on a timer in the
+process that owns the Memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from memlane.errors import InvalidInputError, SessionNotFoundError
+from memlane.models import SessionFilter, utcnow
+
+if TYPE_CHECKING:
+    from memlane.memory import Memory
+    from memlane.notes.service import NotesService
+
+__all__ = ["MaintainReport", "MaintenanceTimer", "archive_session", "maintain", "unarchive_session"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class MaintainReport:
+    dry_run: bool = False
+    promoted_sessions: int = 0
+    archived: list[str] = field(default_factory=list)
+    pruned_inactive: list[str] = field(default_factory=list)
+    pruned_over_limit: list[str] = field(default_factory=list)
+    trimmed_messages: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "promoted_sessions": self.promoted_sessions,
+            "archived": list(self.archived),
+            "pruned_inactive": list(self.pruned_inactive),
+            "pruned_over_limit": list(self.pruned_over_limit),
+            "trimmed_messages": dict(self.trimmed_messages),
+        }
+
+
+def _service(mem: Memory) -> NotesService:
+    from memlane.notes.service import NotesService
+
+    service = mem.extensions.get("notes")
+    if not isinstance(service, NotesService):
+        raise InvalidInputError(
+            "this store keeps no notes or archive tier (the notes component is not attached)"
+        )
+    return service
+
+
+def archive_session(mem: Memory, session_id: str, reason: str | None = None) -> bool:
+    """Move a conversation to the archive tier; False if it was archived already."""
+    return _service(mem).store.archive_session(session_id, reason)
+
+
+def unarchive_session(mem: Memory, session_id: str) -> bool:
+    """Bring an archived conversation back; False if it was not archived."""
+    return _service(mem).store.unarchive_session(session_id)
+
+
+@contextlib.contextmanager
+def _keep_notes(mem: Memory) -> Iterator[None]:
+    service = mem.extensions.get("notes")
+    keep = getattr(service, "keep_notes", None)
+    if keep is None:
+        yield
+        return
+    with keep():
+        yield
+
+
+def _all_sessions(mem: Memory, flt: SessionFilter) -> list[Any]:
+    out: list[Any] = []
+    offset = 0
+    while True:
+        page = mem.store.list_sessions(flt, limit=1000, offset=offset)
+        out.extend(page)
+        if len(page) < 1000:
+            return out
+        offset += 1000
+
+
+def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False) -> MaintainReport:
+    """Apply the configured limits once; ``dry_run`` reports without changing anything."""
+    settings = mem.settings
+    now = now or utcnow()
+    report = MaintainReport(dry_run=dry_run)
+    service = mem.extensions.get("notes")
+    if service is not None and not dry_run:
+        report.promoted_sessions = service.promoter.catch_up_all()
+
+    if settings.archive_after_days is not None and service is not None:
+        cutoff = now - timedelta(days=settings.archive_after_days)
+        for s in _all_sessions(mem, SessionFilter(inactive_before=cutoff)):
+            if s.status == "archived":
+                continue
+            if not dry_run:
+                service.store.archive_session(s.id, f"inactive since {s.last_active_at:%Y-%m-%d}")
+            report.archived.append(s.id)
+
+    doomed: list[str] = []
+    if settings.auto_prune_days is not None:
+        cutoff = now - timedelta(days=settings.auto_prune_days)
+        report.pruned_inactive = [s.id for s in _all_sessions(mem, SessionFilter(inactive_before=cutoff))]
+        doomed.extend(report.pruned_inactive)
+
+    if settings.max_sessions is not None:
+        newest_first = _all_sessions(mem, SessionFilter())
+        survivors = [s for s in newest_first if s.id not in set(doomed)]
+        report.pruned_over_limit = [s.id for s in survivors[settings.max_sessions:]]
+        doomed.extend(report.pruned_over_limit)
+
+    if not dry_run:
+        with _keep_notes(mem):
+            for sid in doomed:
+                mem.delete_session(sid)
+
+    if settings.max_turns_per_session is not None:
+        limit = settings.max_turns_per_session
+        for s in _all_sessions(mem, SessionFilter()):
+            if s.id in doomed or s.message_count <= limit:
+                continue
+            ids = _trim_ids(mem, s.id, limit)
+            if ids:
+                report.trimmed_messages[s.id] = len(ids)
+                if not dry_run:
+                    with _keep_notes(mem):
+                        mem.forget_messages(ids)
+    return report
+
+
+def _trim_ids(mem: Memory, session_id: str, max_turns: int) -> list[int]:
+    """Ids older than the session's newest ``max_turns`` user messages, pinned ones kept."""
+    messages = list(mem.store.iter_messages(session_id))
+    user_ids = [m.id for m in messages if m.role == "user" and m.id is not None]
+    if len(user_ids) <= max_turns:
+        return []
+    cut = user_ids[-max_turns]
+    return [m.id for m in messages if m.id is not None and m.id < cut and not m.pinned]
+
+
+class MaintenanceTimer:
+    """Runs :func:`maintain` every ``minutes`` in a daemon thread until closed."""
+
+    def __init__(self, mem: Memory, minutes: float) -> None:
+        if minutes <= 0:
+            raise InvalidInputError("the maintenance interval must be positive")
+        self.mem = mem
+        self.interval = minutes * 60.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memlane-maintain", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                report = maintain(self.mem)
+                log.info("memlane maintain: %s", report.to_dict())
+            except SessionNotFoundError:
+                continue  # a session vanished while we looked at it; next round
+            except Exception:
+                log.exception("scheduled memlane maintain failed")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
