@@ -110,11 +110,14 @@ CANCEL_RE = _rx(
 )
 
 ERROR_RE = _rx(
-    r"^\s*(?:error|fehler)\b",
-    r"\b(?:error|failed|failure|exception|traceback)\b",
+    r"^\W*(?:error|fehler)\b",
+    r"\b(?:an?\s+)?error\s+occurred\b",
     r"\bI\s+(?:can(?:'|’)?t|cannot|couldn(?:'|’)?t|was\s+unable\s+to|am\s+unable\s+to)\b",
-    r"\b(?:fehler|fehlgeschlagen|gescheitert)\b",
-    r"\b(?:konnte|kann)\s+(?:ich\s+)?(?:\w+\s+)?nicht\b",
+    r"\bsomething\s+went\s+wrong\b",
+    r"\b(?:es\s+ist\s+ein\s+fehler|ein\s+fehler\s+ist)\b",
+    r"\b(?:ich\s+konnte|konnte\s+ich)\s+(?:\S+\s+){0,3}nicht\b",
+    r"\bich\s+kann\s+(?:\S+\s+){0,3}nicht\b",
+    r"\betwas\s+ist\s+schiefgelaufen\b",
 )
 
 #: The assistant says it does not know: the user's question stays open.
@@ -171,17 +174,23 @@ def is_question(sentence: str) -> bool:
     return tokens[0] in QUESTION_WORDS and len(tokens) > 2 and tokens[1] in QUESTION_OPENERS
 
 
-_SENTENCE_RE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)", re.UNICODE)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])[\"')\]]*\s+|\n+", re.UNICODE)
+_CODE_SPAN = re.compile(r"`[^`]*`")
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences of ``text``, trimmed; code spans are kept intact."""
-    # Protect dots inside `code` and numbers like 1.5 so they do not split sentences.
-    masked = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(".", "\x00").replace("?", "\x01"), text)
-    masked = re.sub(r"(?<=\d)\.(?=\d)", "\x00", masked)
+    """Sentences of ``text``, trimmed. A break needs end punctuation and a space, so
+    "a.txt", "1.5" and `code.spans` stay whole."""
+    spans: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        spans.append(m.group(0))
+        return f"\x00{len(spans) - 1}\x00"
+
+    masked = _CODE_SPAN.sub(hide, text)
     out: list[str] = []
-    for part in _SENTENCE_RE.findall(masked):
-        part = part.replace("\x00", ".").replace("\x01", "?").strip()
+    for part in _SENTENCE_BREAK.split(masked):
+        part = re.sub(r"\x00(\d+)\x00", lambda m: spans[int(m.group(1))], part).strip()
         if part:
             out.append(part)
     return out

@@ -238,6 +238,7 @@ _SELECT = re.compile(
     r"\b(?:option|number|nummer|nr\.?|punkt|variante)\s*(\d)\b|^\W*(\d)\W*$",
     _I,
 )
+_NAMED_ID = re.compile(r"\s*[-#]?\s*\d")
 _TASK_NOUNS = frozenset("task job ticket issue aufgabe auftrag vorgang".split())
 _COMMAND_NOUNS = frozenset("command befehl kommando".split())
 _DEMONSTRATIVE_EN = re.compile(r"\b(that|this|these|those)\s+([a-z][\w-]*)", _I)
@@ -353,6 +354,8 @@ def detect_references(query: str) -> list[Reference]:
                      (_SELECT, "selection"), (_DEFINITE_TASK, "entity")):
         for m in rx.finditer(query):
             text = m.group(0).strip(" ,.!?")
+            if kind == "entity" and _NAMED_ID.match(query, m.end()):
+                continue  # "der Auftrag #17" names its referent itself
             if text:
                 add(text, kind, m.start(), m.start() + len(m.group(0).rstrip(" ,.!?")))
     for rx in (_DEMONSTRATIVE_EN, _DEMONSTRATIVE_DE):
@@ -361,6 +364,8 @@ def detect_references(query: str) -> list[Reference]:
             if noun in _NOT_NOUN or noun in _TIME_NOUNS or noun in _SUBJECTS:
                 continue
             if m.group(1).lower() == "that" and _prev_word(query, m.start()) in _THAT_CONJ_BEFORE:
+                continue
+            if _NAMED_ID.match(query, m.end()):
                 continue
             add(m.group(0), "entity", m.start(), m.end())
     for m in _PRONOUN_RE.finditer(query):

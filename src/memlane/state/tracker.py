@@ -137,6 +137,8 @@ class SessionState:
     last_assistant_message_id: int = 0
     message_count: int = 0
     version: int = STATE_VERSION
+    #: Process-local: which forget this copy has seen (not stored, not compared).
+    generation: int = field(default=0, compare=False, repr=False)
 
     def to_dict(self) -> JSON:
         return {
@@ -237,7 +239,7 @@ _JOB_DONE_RE = re.compile(
     re.IGNORECASE,
 )
 _CLARIFY_RE = re.compile(
-    r"\bdid\s+you\s+mean\b|\bdo\s+you\s+mean\b|\bwhich\s+(?:one|of)\b|\bcould\s+you\s+clarify\b|"
+    r"\bdid\s+you\s+mean\b|\bdo\s+you\s+mean\b|\bwhich\b|\bcould\s+you\s+clarify\b|"
     r"\bcan\s+you\s+(?:be\s+more\s+specific|clarify)\b|\bwhat\s+do\s+you\s+mean\b|"
     r"\bmeinten\s+sie\b|\bmeinst\s+du\b|\bwelche[nmrs]?\b|\bwas\s+meinst\b|\bgenauer\b",
     re.IGNORECASE,
@@ -250,10 +252,13 @@ _CONFIRM_OPEN_RE = re.compile(
 
 
 def extract_job_refs(text: str) -> list[str]:
-    """Job ids mentioned in ``text``: ``job-123``, ``task 7``, ``#42``, ``job_ab12``; in order."""
+    """Job ids mentioned in ``text``, in order: ``job-123``, ``task-7`` (from "task 7"),
+    ``#42`` (also from "Auftrag #42", so both spellings meet), ``job_ab12``."""
     out: list[str] = []
     for m in _JOB_RE.finditer(text):
-        if m.group(1):
+        if m.group(1) and "#" in m.group(0):
+            ref = f"#{m.group(2)}"
+        elif m.group(1):
             ref = f"{m.group(1).lower()}-{m.group(2)}"
         elif m.group(3):
             ref = f"#{m.group(3)}"
@@ -342,6 +347,31 @@ def _contains(words: Sequence[str], key: tuple[str, ...]) -> bool:
     return any(tuple(words[i : i + n]) == key for i in range(len(words) - n + 1))
 
 
+# Request verbs and question words: how people ask, not what they ask about.
+_NOT_TOPICS = frozenset(
+    "check remind look help show tell run make please thanks want need let ask asked "
+    "prüfen prüfe machen mach zeig zeigen sag sagen hilf helfen ansehen schau schauen danke "
+    "bitte erinnere erinnern soll sollte sollen kann kannst könnte muss musst möchte möchtest "
+    "würde wird werde".split()
+) | lang.QUESTION_WORDS | lang.CONFIRMATION_WORDS
+
+
+def _topical(phrase: str, window: Sequence[Message]) -> bool:
+    words = tokenize_words(phrase)
+    if len(words) != 1:
+        return True
+    word = words[0]
+    if word.lower() in _NOT_TOPICS:
+        return False
+    # German capitalises every noun, so a lone lower-case word in German text is a verb
+    # or an adjective ("hängt", "frei"), not a topic.
+    if word.islower():
+        german = [m for m in window if word in m.content]
+        if german and all(lang.detect_language(m.content) == "de" for m in german):
+            return False
+    return True
+
+
 def compute_topics(messages: Sequence[Message]) -> list[tuple[str, float]]:
     """Topics of the last ``TOPIC_WINDOW`` messages with their scores, best first.
 
@@ -354,7 +384,10 @@ def compute_topics(messages: Sequence[Message]) -> list[tuple[str, float]]:
     window = window[-TOPIC_WINDOW:]
     if not window:
         return []
-    phrases = extract_keyphrases([m.content for m in window], top_k=TOPIC_CANDIDATES)
+    phrases = [
+        p for p in extract_keyphrases([m.content for m in window], top_k=TOPIC_CANDIDATES)
+        if _topical(p, window)
+    ]
     tokens = [[normalize_term(w) for w in tokenize_words(m.content)] for m in window]
     scored: list[tuple[str, float]] = []
     for rank, phrase in enumerate(phrases):
@@ -379,14 +412,16 @@ def _update_topics(state: SessionState, window: Sequence[Message]) -> None:
     state.active_topics = [p for p, v in scored[:ACTIVE_TOPICS] if v >= TOPIC_MIN_SCORE]
 
 
-def _update_jobs(state: SessionState, text: str, turn_refs: Iterable[str]) -> None:
-    refs = list(dict.fromkeys([*turn_refs, *extract_job_refs(text)]))
+def _update_jobs(state: SessionState, msg: Message, turn_refs: Iterable[str]) -> None:
+    refs = list(dict.fromkeys([*turn_refs, *extract_job_refs(msg.content)]))
     if not refs:
         return
     finished: set[str] = set()
-    for sentence in lang.sentences(text):
-        if _JOB_DONE_RE.search(sentence):
-            finished.update(extract_job_refs(sentence))
+    if msg.role in ("assistant", "tool"):
+        # Only a report ends a job; "why did job-42 fail?" from the user keeps it live.
+        for sentence in lang.sentences(msg.content):
+            if _JOB_DONE_RE.search(sentence) and not lang.is_question(sentence):
+                finished.update(extract_job_refs(sentence))
     for ref in reversed(refs):  # the first one mentioned ends up most recent
         if ref in state.active_job_refs:
             state.active_job_refs.remove(ref)
@@ -398,6 +433,13 @@ def _update_jobs(state: SessionState, text: str, turn_refs: Iterable[str]) -> No
 def _close(state: SessionState, loop: OpenLoop) -> None:
     if loop in state.loops:
         state.loops.remove(loop)
+
+
+def _related(a: str, b: str) -> int:
+    """How strongly two texts are about the same thing: shared content words, and a
+    shared job id counts double."""
+    shared_jobs = set(extract_job_refs(a)) & set(extract_job_refs(b))
+    return len(_content(a) & _content(b)) + 2 * len(shared_jobs)
 
 
 def _fold_user(state: SessionState, msg: Message, turn: Turn | None, ctx: _Context) -> None:
@@ -429,7 +471,9 @@ def _resolve_entities(state: SessionState, msg: Message, ctx: _Context) -> None:
         msg.content, ctx.before(msg), job_refs=state.active_job_refs, language=state.language
     )
     for ref in result.references:
-        if ref.target is not None and ref.confidence >= 0.6 and ref.kind in ("entity", "pronoun", "reference"):
+        # Named things only ("that task", "deinen Vorschlag"): a bare "it" means
+        # something else in every message, so remembering it would mislead.
+        if ref.target is not None and ref.confidence >= 0.6 and ref.kind in ("entity", "reference"):
             state.resolved_entities.pop(ref.text.lower(), None)
             state.resolved_entities[ref.text.lower()] = ref.target
     while len(state.resolved_entities) > MAX_ENTITIES:
@@ -442,30 +486,29 @@ def _fold_assistant(state: SessionState, msg: Message) -> None:
     state.last_response_type = kind
     sents = lang.sentences(text)
     # A reply answers when it states something: "Which server?" alone does not, "I'm
-    # swamped with work. And you?" does; "I don't know" and errors leave the question open.
+    # swamped with work. And you?" does. "I don't know", errors and "I'll look into
+    # it" (a promise, tracked on its own) leave the question open.
     statements = [
         x for x in sents
-        if not lang.is_question(x) and len(lang.words(x)) >= 3 and not lang.UNSURE_RE.search(x)
+        if not lang.is_question(x) and len(lang.words(x)) >= 3
+        and not lang.UNSURE_RE.search(x) and not lang.PROMISE_RE.search(x)
     ]
-    answered = kind != "error" and bool(statements or msg.tool_calls) and not (
-        lang.UNSURE_RE.search(text) and len(statements) <= 1
-    )
-    if answered:
-        words = _content(text)
+    previous_reply = state.last_assistant_message_id
+    if kind != "error" and (statements or msg.tool_calls):
         for loop in [lp for lp in state.loops if lp.kind == "question"]:
             # The questions of the user's last message are answered by this reply; older
             # ones only when the reply talks about the same things.
-            recent = loop.message_id is None or loop.message_id > state.last_assistant_message_id
-            q = _content(loop.text)
-            overlap = len(q & words)
-            if recent or (q and overlap >= max(2, (len(q) + 1) // 2)):
+            recent = loop.message_id is None or loop.message_id > previous_reply
+            if recent or _related(loop.text, text) >= 2:
                 _close(state, loop)
     if lang.COMPLETION_RE.search(text):
         promises = [lp for lp in state.loops if lp.kind == "promise"]
         if promises:
-            words = _content(text)
-            best = max(promises, key=lambda lp: (len(_content(lp.text) & words), lp.turn))
-            if len(_content(best.text) & words) > 0 or len(promises) == 1:
+            best = max(promises, key=lambda lp: (_related(lp.text, text), lp.turn))
+            # "Done." right after "I'll do X" is about X; later, it must name it.
+            if _related(best.text, text) > 0 or (
+                best.message_id is not None and best.message_id == previous_reply
+            ):
                 _close(state, best)
     for sentence in sents:
         if lang.PROMISE_RE.search(sentence) and not lang.is_question(sentence):
@@ -488,7 +531,7 @@ def fold_message(
     if msg.role != "system":
         state.message_count += 1
         turn_refs = turn.job_refs if turn is not None and msg.role == "user" else []
-        _update_jobs(state, msg.content, turn_refs)
+        _update_jobs(state, msg, turn_refs)
         if msg.role == "user":
             _fold_user(state, msg, turn, ctx)
         elif msg.role == "assistant":
@@ -510,6 +553,11 @@ class StateTracker:
     def __init__(self, mem: Memory) -> None:
         self.mem = mem
         self._lock = threading.RLock()
+        # Forgetting is announced before the messages are deleted, and other threads may
+        # read the state in between: remember the ids so no rebuild folds them back in,
+        # and count forgets so a copy taken before one is never saved over the rebuild.
+        self._forgotten: dict[str, set[int]] = {}
+        self._generation: dict[str, int] = {}
 
     # observer: runs after every durable append
     def on_append(self, session: Session, stored: list[Message]) -> None:
@@ -517,9 +565,18 @@ class StateTracker:
             return  # held in fail-open mode, not stored yet
         self.advance(session.id)
 
-    def on_forget(self, session_id: str, message_ids: object) -> None:
-        # Forgotten messages must not live on in the state: drop it, the next read rebuilds.
-        self.mem.store.delete_derived(session_id, STATE_KIND)
+    def on_forget(self, session_id: str, message_ids: Iterable[int] | None) -> None:
+        """Forget hook: drop the state; the next read rebuilds it without those messages."""
+        with self._lock:
+            self._generation[session_id] = self._generation.get(session_id, 0) + 1
+            if message_ids is None:
+                self._forgotten.pop(session_id, None)
+            else:
+                self._forgotten.setdefault(session_id, set()).update(message_ids)
+            self.mem.store.delete_derived(session_id, STATE_KIND)
+
+    def generation(self, session_id: str) -> int:
+        return self._generation.get(session_id, 0)
 
     def load(self, session_id: str) -> SessionState | None:
         try:
@@ -536,24 +593,31 @@ class StateTracker:
             return None
         if state.version != STATE_VERSION:
             return None
+        state.generation = self.generation(session_id)
         return state
+
+    def _fresh(self, session_id: str) -> SessionState:
+        if self.mem.store.get_session(session_id) is None:
+            raise SessionNotFoundError(session_id)
+        return SessionState(session_id=session_id, generation=self.generation(session_id))
 
     def advance(self, session_id: str) -> SessionState:
         """The stored state with every message it has not seen folded in, saved."""
         with self._lock:
-            state = self.load(session_id)
-            if state is None:
-                if self.mem.store.get_session(session_id) is None:
-                    raise SessionNotFoundError(session_id)
-                state = SessionState(session_id=session_id)
+            state = self.load(session_id) or self._fresh(session_id)
             if self._catch_up(state):
                 self.save(state)
             return state
 
     def _catch_up(self, state: SessionState) -> bool:
         store = self.mem.store
-        new = list(store.iter_messages(state.session_id, after_id=state.last_message_id,
-                                       include_hidden=False))
+        gone = self._forgotten.get(state.session_id, set())
+        new = [
+            m for m in store.iter_messages(
+                state.session_id, after_id=state.last_message_id, include_hidden=False
+            )
+            if m.id not in gone
+        ]
         if not new:
             return False
         turn_ids = {m.turn_id for m in new if m.turn_id}
@@ -567,18 +631,18 @@ class StateTracker:
         ctx = _Context(self.mem, state.session_id, preload=state.last_message_id == 0)
         ctx.before(new[0])  # topics need the window before the new messages
         for msg in new:
-            fold_message(state, msg, turns.get(msg.turn_id or ""), ctx)
-        _update_topics(state, ctx.window())
+            if msg.id not in gone:
+                fold_message(state, msg, turns.get(msg.turn_id or ""), ctx)
+        _update_topics(state, [m for m in ctx.window() if m.id not in gone])
         return True
 
-    def rebuild(self, session_id: str) -> SessionState:
+    def rebuild(self, session_id: str, *, keep_from: SessionState | None = None) -> SessionState:
+        """A state from the log alone; the rolling summary (not ours to derive) is kept."""
         with self._lock:
-            if self.mem.store.get_session(session_id) is None:
-                raise SessionNotFoundError(session_id)
-            previous = self.load(session_id)
-            state = SessionState(session_id=session_id)
+            state = self._fresh(session_id)
+            previous = keep_from or self.load(session_id)
             if previous is not None:
-                state.rolling_summary = previous.rolling_summary  # not ours to derive
+                state.rolling_summary = previous.rolling_summary
             self._catch_up(state)
             self.save(state)
             return state
@@ -586,6 +650,19 @@ class StateTracker:
     def save(self, state: SessionState) -> None:
         state.updated_at = utcnow()
         self.mem.store.put_derived(state.session_id, STATE_KIND, state.to_dict())
+
+    def save_external(self, state: SessionState) -> SessionState:
+        """Store a state someone changed (status, rolling summary), brought up to date."""
+        with self._lock:
+            if state.generation < self.generation(state.session_id):
+                # Taken before messages were forgotten: rebuild, keep only what they set.
+                fresh = self.rebuild(state.session_id, keep_from=state)
+                fresh.status = state.status
+                self.save(fresh)
+                return fresh
+            self._catch_up(state)
+            self.save(state)
+            return state
 
 
 def _tracker(mem: Memory) -> StateTracker:
@@ -601,16 +678,18 @@ def get_state(mem: Memory, session_id: str) -> SessionState:
 
 
 def save_state(mem: Memory, state: SessionState) -> None:
-    """Store ``state`` (e.g. after setting status ``resuming``/``shutdown_clean`` or a summary)."""
+    """Store ``state`` after changing it (status ``resuming``/``shutdown_clean``, a summary).
+
+    Messages the copy has not seen yet are folded in first, so saving an old copy never
+    loses a turn; a message after a status change makes the session active again.
+    """
     if not isinstance(state, SessionState):
         raise InvalidInputError("save_state needs a SessionState")
     if state.status not in SESSION_STATUSES:
         raise InvalidInputError(
             f"status must be one of {sorted(SESSION_STATUSES)}, got {state.status!r}"
         )
-    tracker = _tracker(mem)
-    with tracker._lock:
-        tracker.save(state)
+    _tracker(mem).save_external(state)
 
 
 def rebuild_state(mem: Memory, session_id: str) -> SessionState:
