@@ -193,3 +193,36 @@ def test_openapi_document_in_repo_matches_the_app(mem: Memory) -> None:
     assert json.loads(committed.read_text()) == json.loads(spec_text()), (
         "docs/openapi.json is stale: python -m memlane.server.openapi > docs/openapi.json"
     )
+
+
+def test_state_and_notes_when_present(mem: Memory) -> None:
+    from memlane.server.auth import key_store_for
+    from tests.server_support import auth, new_key
+
+    key_a, key_b = new_key(mem, "a"), new_key(mem, "b")
+    with client_for(mem, keys=key_store_for(mem.store), require_auth=True) as api:
+        features = api.get("/v1/whoami", headers=auth(key_a)).json()["features"]
+        api.post("/v1/sessions/sa/turns", headers=auth(key_a), json={
+            "query": "I'm vegetarian, and can you book the Sintra train?", "response": "Sure, I will book it."})
+        api.post("/v1/sessions/sb/turns", headers=auth(key_b), json={"query": "I love jazz", "response": "Nice"})
+        r = api.get("/v1/sessions/sa/state", headers=auth(key_a))
+        if not features["state"]:
+            assert r.status_code == 501
+        else:
+            assert r.status_code == 200 and isinstance(r.json(), dict)
+            assert api.get("/v1/sessions/sa/state", headers=auth(key_b)).status_code == 404
+        r = api.post("/v1/notes", headers=auth(key_a), json={"text": "Ana's sister lives in Graz", "session_id": "sa"})
+        if not features["notes"]:
+            assert r.status_code == 501
+            return
+        assert r.status_code == 201, r.text
+        assert r.json()["tenant_id"] == "a"
+        r = api.post("/v1/notes", headers=auth(key_a), json={"text": "no session given"})
+        assert r.status_code == 422 and "session_id" in r.json()["error"]["message"]
+        assert api.post("/v1/notes", headers=auth(key_b), json={"text": "x", "session_id": "sa"}).status_code == 404
+        texts_a = [n["text"] for n in api.get("/v1/notes", headers=auth(key_a)).json()["notes"]]
+        texts_b = [n["text"] for n in api.get("/v1/notes", headers=auth(key_b)).json()["notes"]]
+        assert "Ana's sister lives in Graz" in texts_a and "Ana's sister lives in Graz" not in texts_b
+        found = api.get("/v1/notes", headers=auth(key_a), params={"query": "Graz", "session_id": "sa"}).json()
+        assert any("Graz" in n["text"] for n in found["notes"])
+        assert api.get("/v1/notes", headers=auth(key_b), params={"session_id": "sa"}).status_code == 404

@@ -275,3 +275,30 @@ def relevant_context(body: s.RelevantIn, v: View) -> dict[str, Any]:
     its date and speaker (for RAG-style prompts)."""
     msgs = v.relevant_context(body.query, body.max_tokens, session_id=body.session_id, user_id=body.user_id)
     return {"messages": [m.to_dict() for m in msgs], "tokens": None}
+
+
+@router.get("/notes", response_model=s.NoteList, tags=["notes"],
+            responses={**_ERRORS, 501: {"description": "No long-term notes in this build"}})
+def list_notes(
+    v: View,
+    query: Annotated[str | None, Query(max_length=s.MAX_SHORT), AfterValidator(
+        lambda x: None if x is None else s._storable(x))] = None,
+    session_id: OptIdent = None,
+    user_id: OptIdent = None,
+    kind: OptIdent = None,
+    include_history: bool = False,
+    limit: Annotated[int, Query(ge=1, le=s.MAX_LIST)] = 50,
+) -> dict[str, Any]:
+    """Long-term notes true now (all versions with include_history); with session_id, what
+    that conversation sees; with query, the most relevant first."""
+    filters: dict[str, Any] = {"user_id": user_id, "kind": kind, "include_history": include_history, "limit": limit}
+    found = v.notes(query, session_id=session_id, **{k: x for k, x in filters.items() if x is not None})
+    return {"notes": [_jsonable(n) for n in found]}
+
+
+@router.post("/notes", status_code=201, tags=["notes"],
+             responses={**_ERRORS, 501: {"description": "No long-term notes in this build"}})
+def add_note(body: s.NoteIn, v: View) -> Any:
+    """Write a long-term note yourself (merged with, or superseding, one about the same thing)."""
+    fields = body.model_dump(exclude_none=True, exclude={"text", "session_id"})
+    return _jsonable(v.add_note(body.text, session_id=body.session_id, **fields))

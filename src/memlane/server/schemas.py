@@ -166,10 +166,16 @@ class ImportIn(_In):
 
 
 class NoteIn(_In):
-    content: Annotated[str, Field(min_length=1), AfterValidator(_storable)]
-    session_id: Ident | None = None
+    text: Annotated[str, Field(min_length=1, max_length=MAX_SHORT), AfterValidator(_storable)]
+    session_id: Ident | None = Field(None, description="The conversation the note belongs to (required with a key).")
     user_id: Ident | None = None
+    kind: Ident | None = None
+    importance: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
     metadata: JsonObject | None = None
+
+
+class NoteList(BaseModel):
+    notes: list[JsonObject]
 
 
 # ---------------------------------------------------------------- responses

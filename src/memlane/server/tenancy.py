@@ -27,8 +27,8 @@ OPTIONAL_FEATURES = {
     "context": "context",
     "state": "get_state",
     "relevant_context": "get_relevant_context",
-    "notes": "list_notes",
-    "remember": "remember",
+    "notes": "notes",
+    "add_note": "add_note",
 }
 
 
@@ -216,6 +216,24 @@ class TenantView:
         # get_relevant_context has no tenant filter: drop what another tenant said.
         return [m for m in msgs if self._visible(self.mem.store.get_session(
             str(m.metadata.get("session_id") or m.session_id)))]
+
+    def notes(self, query: str | None, *, session_id: str | None, **filters: Any) -> list[Any]:
+        if session_id is not None:
+            self.session(session_id)
+        if self.caller.tenant is not None:
+            filters["tenant_id"] = self.caller.tenant
+        found: list[Any] = self._optional("notes")(query, session_id=session_id, **filters)
+        if self.caller.tenant is None:
+            return found
+        return [n for n in found if getattr(n, "tenant_id", None) == self.caller.tenant]
+
+    def add_note(self, text: str, *, session_id: str | None, **fields: Any) -> Any:
+        if session_id is not None:
+            self.session(session_id)
+        elif self.caller.tenant is not None:
+            # A note takes its tenant from its session; without one it would land in "default".
+            raise InvalidInputError("with an API key, give the session_id the note belongs to")
+        return self._optional("add_note")(text, session_id=session_id, **fields)
 
     def state(self, session_id: str) -> Any:
         self.session(session_id)
