@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,21 @@ def test_client_with_keys_sees_only_its_tenant(tmp_path: Path) -> None:
         with MemoryClient(url) as anonymous, pytest.raises(PermissionDeniedError, match="API key"):
             anonymous.list_sessions()
     mem.close()
+
+
+def test_client_context_state_and_notes(served: tuple[Memory, str]) -> None:
+    mem, url = served
+    with MemoryClient(url) as remote:
+        sid = remote.create_session(system_prompt="You plan trips.", session_id="ctx")
+        remote.store_interaction("I'm vegetarian. Lisbon in May?", "Noted!", session_id=sid)
+        remote.store_interaction("Book the Sintra train please", "Will do.", session_id=sid)
+        packet = remote.context(sid, "what do I eat?", max_tokens=300)
+        local = mem.context(sid, "what do I eat?", 300)
+        assert packet.to_messages() == local.to_messages()
+        assert packet.budget["max_tokens"] == 300 and sum(packet.budget["sections"].values()) == packet.budget["used"]
+        assert remote.get_state(sid) == json.loads(json.dumps(mem.get_state(sid).to_dict(), default=str))
+        note = remote.add_note("Ana's sister lives in Graz", session_id=sid)
+        assert note.id is not None and note.tenant_id == "default"
+        assert any("Graz" in n.text for n in remote.notes("Graz", session_id=sid))
+        assert [m.content for m in remote.get_relevant_context("vegetarian", 200)] == [
+            m.content for m in mem.get_relevant_context("vegetarian", 200)]

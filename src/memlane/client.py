@@ -14,6 +14,7 @@ server's errors come back as the same exceptions (``SessionNotFoundError``,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +25,7 @@ import httpx
 from memlane import errors
 from memlane.context.window import Window
 from memlane.models import Message, SearchHit, Session, Turn
+from memlane.notes.models import Note
 
 MessageInput = Message | Mapping[str, Any]
 
@@ -122,6 +124,18 @@ def hit_from_dict(d: Mapping[str, Any]) -> SearchHit:
         message=message_from_dict(d["message"]), score=float(d["score"]),
         scores={k: float(v) for k, v in (d.get("scores") or {}).items()}, snippet=d.get("snippet") or "",
     )
+
+
+def note_from_dict(d: Mapping[str, Any]) -> Note:
+    names = {f.name for f in dataclasses.fields(Note)}
+    values: dict[str, Any] = {}
+    for key, value in d.items():
+        if key not in names:
+            continue
+        if key in ("valid_from", "valid_to", "created_at", "updated_at") and value is not None:
+            value = _time(value)
+        values[key] = value
+    return Note(**values)
 
 
 @dataclass
@@ -354,6 +368,14 @@ class MemoryClient:
     def get_state(self, session_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/sessions/{_seg(session_id)}/state")
         return result
+
+    def notes(self, query: str | None = None, **filters: Any) -> list[Note]:
+        """Long-term notes (session_id, user_id, kind, include_history, limit filters)."""
+        data = self._call("GET", "/v1/notes", params={"query": query, **filters})
+        return [note_from_dict(n) for n in data["notes"]]
+
+    def add_note(self, text: str, **fields: Any) -> Note:
+        return note_from_dict(self._call("POST", "/v1/notes", json=_clean({"text": text, **fields})))
 
     # ------------------------------------------------------------ export / import
 
