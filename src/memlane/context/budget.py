@@ -53,9 +53,10 @@ DEFAULT_PRIORITIES: tuple[str, ...] = SECTIONS
 #: Where the text sections appear inside the system message (fixed, whatever the priority).
 CONTEXT_LAYOUT: tuple[str, ...] = ("state", "summary", "notes", "recalled")
 #: At most this share of the budget per section, so that e.g. a long recall
-#: list cannot crowd out the conversation itself.
+#: list cannot crowd out the conversation itself: together they leave at
+#: least a quarter of the budget to the recent turns.
 DEFAULT_CAPS: dict[str, float] = {
-    "pinned": 0.35, "state": 0.15, "summary": 0.35, "notes": 0.15, "recalled": 0.25,
+    "pinned": 0.20, "state": 0.10, "summary": 0.20, "notes": 0.10, "recalled": 0.15,
 }
 
 Group = list[Message]
@@ -401,6 +402,16 @@ class Allocator:
                     for _part, item in block.items():
                         self.try_text(section, item)
         return self
+
+    def remove_text(self, section: str, item: TextItem) -> None:
+        """Take an included item out again (e.g. a recalled message that is also verbatim)."""
+        if id(item) not in self.chosen:
+            return
+        del self.chosen[id(item)]
+        cost = self._sys_cost(self.system_content())
+        self.spent[section] = self.spent.get(section, 0) - (self.sys_tokens - cost)
+        self.sys_tokens = cost
+        self._count(self.included, section, -1)
 
     def fill(self, section: str, part: TextPart, items: Sequence[TextItem]) -> None:
         """Add ``items`` to ``part`` and include what fits in the room left (no caps)."""

@@ -18,12 +18,13 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memlane.context.budget import (
+    DEFAULT_CAPS,
     Allocation,
     Allocator,
     BudgetReport,
@@ -66,7 +67,7 @@ log = logging.getLogger(__name__)
 
 RECALL_TOP_K = 8
 RECALL_ITEM_TOKENS = 90
-NOTES_SHARE = 0.15
+NOTES_SHARE = DEFAULT_CAPS["notes"]
 
 
 # --------------------------------------------------------------------- state
@@ -308,7 +309,9 @@ class ContextPacket:
         block = TextBlock("summary", "## Earlier in this conversation", [rolling, topics, briefs])
         return block, briefs
 
-    def _candidates(self, counter: TokenCounter) -> tuple[Candidates, TextPart]:
+    def _candidates(
+        self, counter: TokenCounter
+    ) -> tuple[Candidates, TextPart, list[tuple[TextItem, int | None]]]:
         turns = self._turns
         cand = Candidates(system_prompt=self.system_prompt, pinned=list(self._pinned))
         if turns:
@@ -331,12 +334,17 @@ class ContextPacket:
                 "notes", "## Long-term notes",
                 [TextPart("", [TextItem(t, i, i) for i, t in enumerate(self.notes)])],
             )
+        recalled: list[tuple[TextItem, int | None]] = []
         if "recalled" in self._sections and self.recalled:
+            # Tried best first, shown in the order they were said.
+            recalled = [
+                (TextItem(r.line(counter), r.message.created_at.timestamp() + i * 1e-6, i), r.message.id)
+                for i, r in enumerate(self.recalled)
+            ]
             cand.blocks["recalled"] = TextBlock(
-                "recalled", "## Relevant messages from past conversations",
-                [TextPart("", [TextItem(r.line(counter), i, i) for i, r in enumerate(self.recalled)])],
+                "recalled", "## Relevant earlier messages", [TextPart("", [it for it, _ in recalled])]
             )
-        return cand, briefs
+        return cand, briefs, recalled
 
     def _dropped_briefs(self, alloc: Allocation, counter: TokenCounter) -> list[tuple[int, str]]:
         """One line for each candidate turn the budget left out (unless summarized already)."""
@@ -356,18 +364,30 @@ class ContextPacket:
         model: str | None = None,
         max_tokens: int | None = None,
         priorities: Sequence[str] | str | None = None,
+        caps: Mapping[str, float] | None = None,
     ) -> Allocation:
-        """Fit the packet to ``max_tokens`` for ``model``'s encoding; records ``self.budget``."""
-        default = model is None and max_tokens is None and priorities is None
+        """Fit the packet to ``max_tokens`` for ``model``'s encoding.
+
+        ``priorities`` orders the sections (those left out are not sent);
+        ``caps`` bounds each section's share of the budget (default
+        :data:`~memlane.context.budget.DEFAULT_CAPS`). The report of the last
+        rendering is kept as ``self.budget``.
+        """
+        default = model is None and max_tokens is None and priorities is None and caps is None
         if default and self._default is not None:
             self.budget = self._default.report
             return self._default
         counter, use_cache = self._counter(model)
         budget = self.max_tokens if max_tokens is None else max_tokens
         order = check_priorities(priorities if priorities is not None else self.priorities)
-        cand, briefs = self._candidates(counter)
-        alloc = Allocator(cand, counter, budget, priorities=order, use_cache=use_cache).run()
-        spill = self._dropped_briefs(alloc.finish(), counter) if "summary" in cand.blocks else []
+        cand, briefs, recalled = self._candidates(counter)
+        alloc = Allocator(cand, counter, budget, priorities=order, caps=caps, use_cache=use_cache).run()
+        first = alloc.finish()
+        # A recalled message that also made it verbatim is said once, verbatim.
+        for item, message_id in recalled:
+            if message_id is not None and message_id in first.kept_ids:
+                alloc.remove_text("recalled", item)
+        spill = self._dropped_briefs(first, counter) if "summary" in cand.blocks else []
         if spill and "summary" in order:
             base = len(self._gap_turns)
             alloc.fill(
@@ -388,9 +408,10 @@ class ContextPacket:
         *,
         max_tokens: int | None = None,
         priorities: Sequence[str] | str | None = None,
+        caps: Mapping[str, float] | None = None,
     ) -> list[JSON]:
         """OpenAI chat messages that fit the budget exactly (see :meth:`render`)."""
-        return [m.to_openai() for m in self.render(model, max_tokens, priorities).messages]
+        return [m.to_openai() for m in self.render(model, max_tokens, priorities, caps).messages]
 
     # ------------------------------------------------------------ exporting
 
@@ -510,8 +531,9 @@ def build_packet(
     sel = strategy_fn(ctx)
     state = session_state(mem, session, record)
     status = state.status if state.status not in ("", "active") else session.status
-    in_window = {m.id for t in sel.turns for m in t if m.id is not None}
-    in_window |= {m.id for g in sel.pinned for m in g if m.id is not None}
+    # The newest turn is always sent; anything else recalled is dropped at render
+    # time only if it really went in verbatim.
+    in_window = {m.id for m in (sel.turns[-1] if sel.turns else []) if m.id is not None}
     recalled = _recall(mem, session, query, in_window) if query and "recalled" in sel.sections else []
     last_user = next(
         (m.content for t in reversed(sel.turns) for m in reversed(t) if m.role == "user"), None

@@ -57,7 +57,7 @@ IMPORTANT = 0.5
 RECENT_TURNS = {"summary": 20, "hybrid": 10, "tiered": 20}
 #: ``tiered``: blocks (of ``summarize_every`` turns) in the summarized tier; older
 #: blocks are archived.
-SUMMARIZED_BLOCKS = 20
+SUMMARIZED_BLOCKS = 10
 _PAGE = 64
 _MAX_GAP_TURNS = 40
 

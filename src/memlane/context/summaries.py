@@ -21,6 +21,7 @@ block (for example right after an import), so a packet never misses a block.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import threading
 from collections import OrderedDict
@@ -101,9 +102,11 @@ def split_groups(messages: Sequence[Message]) -> list[list[Message]]:
     """Messages cut into groups that must travel together.
 
     An assistant message with ``tool_calls`` and the tool results answering it
-    form one group; every other message is its own group. A tool result whose
-    call is not in ``messages`` is dropped: sending it alone makes the model
-    API reject the whole request.
+    form one group; every other message is its own group. Chat APIs reject a
+    tool result without its call and a call without a result for each of its
+    ids, so a tool result whose call is missing is dropped, and a call left
+    unanswered (a crash mid-turn, a tool that never returned) keeps only its
+    text, or goes when it has none.
     """
     groups: list[list[Message]] = []
     open_calls: set[str] = set()
@@ -122,7 +125,20 @@ def split_groups(messages: Sequence[Message]) -> list[list[Message]]:
             continue
         owner, open_calls = None, set()
         groups.append([msg])
-    return groups
+    return [g for g in (_answered(g) for g in groups) if g]
+
+
+def _answered(group: list[Message]) -> list[Message]:
+    head = group[0]
+    if not head.tool_calls:
+        return group
+    asked = {str(c.get("id")) for c in head.tool_calls}
+    if asked <= {m.tool_call_id for m in group[1:]}:
+        return group
+    log.debug("tool call message %s has unanswered calls; sending its text only", head.id)
+    if not head.content.strip():
+        return []
+    return [head.with_(tool_calls=None, token_count=None)]
 
 
 def _speaker(msg: Message) -> str:
@@ -354,9 +370,26 @@ class SummaryManager:
     def _background(self, session_id: str) -> None:
         if self.mem.store.get_session(session_id) is None:
             return  # deleted meanwhile
-        self.update(session_id)
+        rec = self.update(session_id)
+        self._share(rec)
         for hook in self.after_update:
             hook(session_id)
+
+    def _share(self, rec: SummaryRecord) -> None:
+        """Put the rolling summary into the tracker's SessionState (its ``rolling_summary``)."""
+        try:
+            tracker = importlib.import_module("memlane.state.tracker")
+        except ImportError:
+            return
+        try:
+            state = tracker.get_state(self.mem, rec.session_id)
+            if (state.rolling_summary or "") != rec.text:
+                state.rolling_summary = rec.text or None
+                # Saving a copy that missed a message is safe: the tracker replays
+                # from the copy's last_message_id on its next read.
+                tracker.save_state(self.mem, state)
+        except MemlaneError as exc:
+            log.debug("could not share the rolling summary of %s: %s", rec.session_id, exc)
 
     def observe(self, session: Session, stored: list[Message]) -> None:
         """Observer on durable appends: queue the session, nothing else."""
