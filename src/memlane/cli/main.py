@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from memlane.cli import bench, context, demo, serve, sessions
+from memlane.cli import bench, context, demo, notes, serve, sessions
 from memlane.cli.common import CliState, err_console
 from memlane.cli.exit_codes import exit_code_for
 from memlane.errors import MemlaneError
@@ -48,6 +48,7 @@ demo.register(app)
 bench.register(bench_app)
 __import__("memlane.cli.recall", fromlist=["register"]).register(app, eval_app, bench_app)
 serve.register(app, bench_app)
+notes.register(app)
 
 
 @eval_app.command("summaries")

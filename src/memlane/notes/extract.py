@@ -96,7 +96,8 @@ _TRAILING_FILLERS = re.compile(
     r"(?:\s+(?:very much|so much|a lot|too|as well|anymore|any more|now|these days|nowadays|"
     r"instead|actually|really|though|either|lately|again|jetzt|nicht mehr|mehr|inzwischen|"
     r"mittlerweile|sehr|total|auch|lieber|eigentlich|gerade|wirklich|nun|übrigens|"
-    r"am meisten|most|best|last (?:week|month|year)|this (?:week|month|year)|yesterday|today|"
+    r"am meisten|most|best|by the way|btw|for now|for a while|at the moment|"
+    r"last (?:week|month|year)|this (?:week|month|year)|yesterday|today|"
     r"recently|a while ago|\w+ ago|letzte woche|letzten monat|letztes jahr|seit kurzem|gestern|heute))+$",
     re.IGNORECASE,
 )

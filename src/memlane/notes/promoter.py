@@ -149,10 +149,24 @@ class Promoter:
             if session_id in self._queue:
                 self._queue.remove(session_id)
 
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until queued sessions are promoted; False if ``timeout`` ran out first."""
+    def catch_up_pending(self) -> int:
+        """Promote the turns this process saw that have not reached ``promote_every`` yet."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+            pending = [sid for sid, n in self._counts.items() if n > 0]
+            for sid in pending:
+                self._counts[sid] = 0
+        for sid in pending:
+            self.catch_up(sid)
+        return len(pending)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until queued sessions are promoted, then promote what is still below the
+        threshold; False if ``timeout`` ran out first."""
+        with self._cond:
+            done = self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+        if done and not self._closed:
+            self.catch_up_pending()
+        return done
 
     def close(self) -> None:
         with self._cond:

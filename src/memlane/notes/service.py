@@ -150,6 +150,8 @@ class NotesService:
             self.promoter.catch_up(session_id)
             flt.visible_in, flt.anchor_id = session_id, self.anchor()
             flt.tenant_id = tenant_id or session.tenant_id
+        else:
+            self.promoter.catch_up_pending()
         if query is not None and query.strip():
             return [n for n, _ in self.store.search_notes(query, flt, limit=limit)]
         return self.store.list_notes(flt, limit=limit)

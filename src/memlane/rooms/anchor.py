@@ -14,7 +14,7 @@ ways to show speakers to a model::
     Maria: How does that differ from classical computing?
 
 ``mem.extensions["render_transcript"]`` is :func:`render_transcript` bound to the
-Memory's current Anchor (``fn(messages) -> str``), and ``mem.extensions["label_messages"]``
+Memory's current Anchor and its ``settings.anchor_name`` (``fn(messages) -> str``), and ``mem.extensions["label_messages"]``
 likewise for :func:`label_messages` (``fn(messages) -> list[Message]``).
 """
 
@@ -73,7 +73,7 @@ def cli_author(settings: Settings) -> tuple[str, str | None]:
 
 
 def speaker_label(msg: Message, anchor: str, *, assistant_name: str = "Assistant",
-                  anchor_label: str = "Anchor") -> str:
+                  anchor_label: str = "Anchor", anchor_name: str | None = None) -> str:
     """Who said ``msg``, as the transcript shows it ("Anchor (JanHein)", "Maria", "Assistant")."""
     if msg.role == "assistant":
         return assistant_name
@@ -82,7 +82,7 @@ def speaker_label(msg: Message, anchor: str, *, assistant_name: str = "Assistant
     if msg.role == "tool":
         return f"Tool ({msg.name})" if msg.name else "Tool"
     if is_anchor(msg.author_id, anchor):
-        name = display_name(msg.author_id, msg.author_name)
+        name = display_name(msg.author_id, msg.author_name or anchor_name)
         return f"{anchor_label} ({name})"
     if msg.author_id is None and msg.author_name is None:
         return "User"
@@ -107,19 +107,22 @@ def render_transcript(
     *,
     assistant_name: str = "Assistant",
     anchor_label: str = "Anchor",
+    anchor_name: str | None = None,
     include_tools: bool = True,
 ) -> str:
     """A plain-text transcript, one speaker-labelled line (or paragraph) per message.
 
     The Anchor's messages read ``Anchor (Name): ...``; other people by their display name;
-    the agent's replies ``Assistant: ...``. Tool calls and results are shown as system
+    the agent's replies ``Assistant: ...``. ``anchor_name`` names the Anchor where a message
+    carries only the id (the CLI: ``settings.anchor_name``). Tool calls and results are shown as system
     actions beside the dialogue unless ``include_tools`` is False.
     """
     lines: list[str] = []
     for msg in messages:
         if msg.role == "tool" and not include_tools:
             continue
-        label = speaker_label(msg, anchor_id, assistant_name=assistant_name, anchor_label=anchor_label)
+        label = speaker_label(msg, anchor_id, assistant_name=assistant_name, anchor_label=anchor_label,
+                              anchor_name=anchor_name)
         text = msg.content.strip()
         calls = _tool_calls_text(msg) if include_tools else ""
         if calls:
@@ -130,7 +133,9 @@ def render_transcript(
     return "\n".join(lines)
 
 
-def label_messages(messages: Sequence[Message], anchor_id: str, *, anchor_label: str = "Anchor") -> list[Message]:
+def label_messages(
+    messages: Sequence[Message], anchor_id: str, *, anchor_label: str = "Anchor", anchor_name: str | None = None
+) -> list[Message]:
     """Copies of ``messages`` whose user turns start with the speaker ("Anchor (JanHein): ...").
 
     For chat-completions APIs, which have one "user" role for everybody in a room. Only
@@ -139,7 +144,7 @@ def label_messages(messages: Sequence[Message], anchor_id: str, *, anchor_label:
     out: list[Message] = []
     for msg in messages:
         if msg.role == "user" and (msg.author_id or msg.author_name):
-            label = speaker_label(msg, anchor_id, anchor_label=anchor_label)
+            label = speaker_label(msg, anchor_id, anchor_label=anchor_label, anchor_name=anchor_name)
             out.append(msg.with_(content=f"{label}: {msg.content}"))
         else:
             out.append(msg)

@@ -64,10 +64,11 @@ def attach(mem: Memory) -> None:
         return anchor_id(mem.settings)
 
     def render(messages: Sequence[Message], **options: Any) -> str:
+        options.setdefault("anchor_name", mem.settings.anchor_name)
         return render_transcript(messages, current_anchor(), **options)
 
     def label(messages: Sequence[Message]) -> list[Message]:
-        return label_messages(messages, current_anchor())
+        return label_messages(messages, current_anchor(), anchor_name=mem.settings.anchor_name)
 
     mem.extensions["render_transcript"] = render
     mem.extensions["label_messages"] = label

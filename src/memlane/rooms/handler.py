@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memlane.context.keyphrases import STOPWORDS, normalize_term, tokenize_words
 from memlane.errors import MemlaneError, SessionNotFoundError
 from memlane.models import Message, SearchHit, utcnow
 from memlane.notes.extract import ExtractionContext
@@ -115,6 +116,15 @@ class CommandResult:
         }
 
 
+def _mentions(text: str, topic: str) -> bool:
+    """Whether ``text`` shares a content word (by stem) with ``topic``: the answer to "what
+    do you remember about X" quotes messages about X, not merely similar ones."""
+    words = {normalize_term(w)[:5] for w in tokenize_words(topic) if w.lower() not in STOPWORDS and len(w) > 2}
+    if not words:
+        return True
+    return bool(words & {normalize_term(w)[:5] for w in tokenize_words(text)})
+
+
 def _short(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -192,7 +202,8 @@ class _Runner:
             self.result.notes.append(outcome.note)
         self.result.changed = True
         self.result.detail["message_ids"] = [m.id for m in group]
-        self.result.message = _say("marked" if pin else "remembered", lang, text=_short(target.content, 120))
+        key = "remembered" if self.cmd.action == "remember" else "marked"
+        self.result.message = _say(key, lang, text=_short(target.content, 120))
 
     def _remember_text(self, text: str, tenant_id: str) -> None:
         sources = [self.message_id] if self.message_id is not None else []
@@ -249,7 +260,7 @@ class _Runner:
                 )
             except MemlaneError as exc:
                 log.warning("recall search failed: %s", exc)
-            hits = [h for h in hits if not is_command(h.message.content)]
+            hits = [h for h in hits if not is_command(h.message.content) and _mentions(h.message.content, topic)]
         self.result.notes, self.result.hits = notes, hits
         if not notes and not hits:
             self.result.message = _say("recall_none", lang, topic=topic_text)
@@ -257,7 +268,9 @@ class _Runner:
         lines = [_say("recall_head", lang, topic=topic_text)]
         lines += [f"- {n.text}" for n in notes]
         for h in hits[: max(0, 8 - len(notes))]:
-            who = "Assistant" if h.message.role == "assistant" else display_name(h.message.author_id, h.message.author_name)
+            m = h.message
+            name = m.author_name or (self.mem.settings.anchor_name if is_anchor(m.author_id, self.anchor) else None)
+            who = "Assistant" if m.role == "assistant" else display_name(m.author_id, name)
             when = h.message.created_at.strftime("%Y-%m-%d")
             lines.append(f"- {when} {who}: {_short(h.message.content, 140)}")
         self.result.message = "\n".join(lines)

@@ -1,0 +1,298 @@
+"""Commands for long-term notes, memory commands, the archive tier, lifecycle and backups.
+
+``memlane notes list|add|history|forget|promote``, ``memlane audit``, ``memlane say``
+(run a memory command as someone), ``memlane maintain``, ``memlane archive``,
+``memlane restore-archive``, ``memlane backup``, ``memlane restore``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from memlane.cli.common import console, state
+from memlane.errors import InvalidInputError, PermissionDeniedError
+
+notes_app = typer.Typer(help="Long-term notes: what memlane distilled from conversations.", no_args_is_help=True)
+
+
+def _short(text: str, width: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _print_notes(found: list[Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([n.to_dict() for n in found], ensure_ascii=False, indent=2))
+        return
+    table = Table("id", "kind", "who", "note", "importance", "valid from", "valid to", "sources")
+    for n in found:
+        table.add_row(
+            str(n.id), n.kind, n.author_name or n.user_id or "", _short(n.text),
+            f"{n.importance:.2f}", n.valid_from.strftime("%Y-%m-%d %H:%M"),
+            n.valid_to.strftime("%Y-%m-%d %H:%M") if n.valid_to else "now",
+            ",".join(str(i) for i in n.source_ids),
+        )
+    console.print(table)
+
+
+@notes_app.command("list")
+def notes_list(
+    ctx: typer.Context,
+    query: str | None = typer.Argument(None, help="Only notes matching these words."),
+    session_id: str | None = typer.Option(None, "--session", help="What this conversation sees (its notes and the Anchor's)."),
+    user: str | None = typer.Option(None, "--user", help="Only notes of this person."),
+    kind: str | None = typer.Option(None, "--kind", help="preference, fact, decision, commitment, link, important."),
+    history: bool = typer.Option(False, "--history", help="Include superseded versions."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List long-term notes, the most important first."""
+    with state(ctx).open() as mem:
+        found = mem.notes(query, session_id=session_id, user_id=user, kind=kind,
+                          include_history=history, limit=limit)
+    _print_notes(found, as_json)
+
+
+@notes_app.command("add")
+def notes_add(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="The note, as a sentence."),
+    kind: str = typer.Option("fact", "--kind", help="preference, fact, decision, commitment, link, important."),
+    user: str | None = typer.Option(None, "--user", help="Whose note (default: the Anchor, shared everywhere)."),
+    session_id: str | None = typer.Option(None, "--session", help="The conversation it belongs to."),
+    slot: str | None = typer.Option(None, "--slot", help="What it states, e.g. pref:coffee; a newer note in the slot supersedes it."),
+    importance: float = typer.Option(0.8, "--importance", min=0.0, max=1.0),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Write a note yourself."""
+    with state(ctx).open() as mem:
+        note = mem.add_note(text, kind=kind, user_id=user, session_id=session_id, slot=slot,
+                            importance=importance)
+    if as_json:
+        print(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        console.print(f"note {note.id}: {note.text}", highlight=False)
+
+
+@notes_app.command("history")
+def notes_history(
+    ctx: typer.Context,
+    note_id: int = typer.Argument(..., help="Any version's id."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """How a note changed: every version, oldest first."""
+    with state(ctx).open() as mem:
+        versions = mem.note_history(note_id)
+    _print_notes(versions, as_json)
+
+
+@notes_app.command("forget")
+def notes_forget(
+    ctx: typer.Context,
+    note_id: int = typer.Argument(..., help="The note to delete, with all its versions."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete a note and every version of it."""
+    if not yes:
+        typer.confirm(f"Delete note {note_id} and its history?", abort=True)
+    with state(ctx).open() as mem:
+        n = mem.extensions["notes"].forget_note(note_id) if "notes" in mem.extensions else 0
+    console.print(f"deleted {n} note version(s)")
+
+
+@notes_app.command("promote")
+def notes_promote(
+    ctx: typer.Context,
+    session_id: str | None = typer.Option(None, "--session", help="Only this conversation (default: all)."),
+) -> None:
+    """Run the promotion gate now over messages it has not read yet."""
+    with state(ctx).open() as mem:
+        service = mem.extensions.get("notes")
+        if service is None:
+            raise InvalidInputError(f"store {mem.store.url} keeps no notes")
+        if session_id is None:
+            done = service.promoter.catch_up_all()
+            console.print(f"promoted {done} conversation(s)")
+        else:
+            outcomes = service.promoter.catch_up(session_id)
+            counts: dict[str, int] = {}
+            for o in outcomes:
+                counts[o.action] = counts.get(o.action, 0) + 1
+            console.print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "nothing new")
+
+
+def audit_cmd(
+    ctx: typer.Context,
+    session_id: str | None = typer.Option(None, "--session", help="Only this conversation."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The audit log of memory commands: who asked what, when, and the result."""
+    with state(ctx).open() as mem:
+        service = mem.extensions.get("notes")
+        if service is None:
+            raise InvalidInputError(f"store {mem.store.url} keeps no audit log")
+        entries = service.store.list_audit(session_id=session_id, limit=limit)
+    if as_json:
+        print(json.dumps([e.to_dict() for e in entries], ensure_ascii=False, indent=2))
+        return
+    table = Table("when", "who", "anchor", "action", "allowed", "result", "conversation", "command")
+    for e in entries:
+        table.add_row(
+            e.at.strftime("%Y-%m-%d %H:%M:%S"), e.actor_name or e.actor_id or "", "yes" if e.is_anchor else "no",
+            e.action, "yes" if e.allowed else "no", e.result, e.session_id or "", _short(e.command or "", 40),
+        )
+    console.print(table)
+
+
+def say_cmd(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help='A memory command, e.g. "forget this conversation" or "merk dir das".'),
+    session_id: str | None = typer.Option(None, "--session", help="The conversation (default: the CLI conversation)."),
+    author: str | None = typer.Option(None, "--as", help="Who says it (default: the Anchor)."),
+    name: str | None = typer.Option(None, "--name", help="Their display name."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Run a memory command as it would be said in a conversation."""
+    with state(ctx).open() as mem:
+        sid = session_id or mem.settings.cli_session_id
+        mem.ensure_session(sid)
+        result = mem.handle_command(sid, text, author or mem.anchor_id,
+                                    author_name=name or (mem.settings.anchor_name if author is None else None))
+    if as_json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2, default=str))
+        return
+    if not result.recognized:
+        raise InvalidInputError(
+            f"{text!r} is not a memory command; try 'forget this conversation', 'remember this: ...', "
+            "'what do you remember about X', 'merk dir das' or 'vergiss dieses Gespräch'"
+        )
+    if not result.allowed:
+        raise PermissionDeniedError(result.message)
+    console.print(result.message, highlight=False, markup=False)
+
+
+def maintain_cmd(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would change."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Apply the lifecycle limits: archive inactive conversations, prune, trim long ones."""
+    with state(ctx).open() as mem:
+        report = mem.maintain(dry_run=dry_run)
+    data = report.to_dict()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    verb = "would " if dry_run else ""
+    console.print(f"promoted backlog of {data['promoted_sessions']} conversation(s)")
+    console.print(f"{verb}archive {len(data['archived'])}, {verb}prune {len(data['pruned_inactive'])} inactive "
+                  f"and {len(data['pruned_over_limit'])} over the limit, {verb}trim "
+                  f"{sum(data['trimmed_messages'].values())} message(s) in {len(data['trimmed_messages'])} conversation(s)")
+
+
+def archive_cmd(
+    ctx: typer.Context,
+    session_ids: list[str] = typer.Argument(None, help="Conversations to archive (none: list the archive)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Move conversations to the archive tier (out of context, still searchable), or list it."""
+    with state(ctx).open() as mem:
+        if session_ids:
+            for sid in session_ids:
+                done = mem.archive_session(sid, "archived from the CLI")
+                console.print(f"{sid}: {'archived' if done else 'already archived'}")
+            return
+        service = mem.extensions.get("notes")
+        rows = service.store.archived_sessions() if service is not None else []
+    if as_json:
+        print(json.dumps([{"session_id": s, "archived_at": t.isoformat(), "reason": r} for s, t, r in rows], indent=2))
+        return
+    table = Table("conversation", "archived", "reason")
+    for sid, at, reason in rows:
+        table.add_row(sid, at.strftime("%Y-%m-%d %H:%M"), reason or "")
+    console.print(table)
+
+
+def restore_archive_cmd(
+    ctx: typer.Context,
+    session_ids: list[str] = typer.Argument(..., help="Archived conversations to bring back."),
+) -> None:
+    """Bring archived conversations back into the active tier."""
+    with state(ctx).open() as mem:
+        for sid in session_ids:
+            done = mem.unarchive_session(sid)
+            console.print(f"{sid}: {'restored' if done else 'was not archived'}")
+
+
+def _sqlite_path(mem: Any) -> str:
+    path = getattr(mem.store, "path", None)
+    if not isinstance(path, str) or path == ":memory:":
+        raise InvalidInputError(
+            "backup and restore work on a SQLite file; for PostgreSQL use pg_dump/pg_restore"
+        )
+    return path
+
+
+def backup_cmd(
+    ctx: typer.Context,
+    dest: Path = typer.Argument(..., help="The backup file to write."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Back up the database while it is in use (SQLite online backup, checked)."""
+    from memlane.rooms.backup import backup_database
+
+    with state(ctx).open() as mem:
+        src = _sqlite_path(mem)
+    report = backup_database(src, dest, overwrite=force)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    console.print(f"backed up {report.sessions} conversation(s), {report.messages} message(s) to "
+                  f"{report.path} ({report.bytes:,} bytes, integrity {report.integrity})", highlight=False)
+
+
+def restore_cmd(
+    ctx: typer.Context,
+    backup: Path = typer.Argument(..., exists=True, dir_okay=False, help="A file written by memlane backup."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Replace the database with a backup (the backup is checked first)."""
+    from memlane.rooms.backup import check_database, restore_database
+
+    st = state(ctx)
+    target = st.store or st.settings().storage_url()
+    if target.startswith("sqlite:///"):
+        target = target[len("sqlite:///"):]
+    if "://" in target:
+        raise InvalidInputError("restore works on a SQLite file; for PostgreSQL use pg_restore")
+    info = check_database(backup)
+    if not yes:
+        typer.confirm(
+            f"Replace {target} with {backup} ({info.sessions} conversations, {info.messages} messages)?",
+            abort=True,
+        )
+    report = restore_database(backup, target)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    console.print(f"restored {report.sessions} conversation(s), {report.messages} message(s) into "
+                  f"{report.path} (integrity {report.integrity})", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(notes_app, name="notes")
+    app.command("audit")(audit_cmd)
+    app.command("say")(say_cmd)
+    app.command("maintain")(maintain_cmd)
+    app.command("archive")(archive_cmd)
+    app.command("restore-archive")(restore_archive_cmd)
+    app.command("backup")(backup_cmd)
+    app.command("restore")(restore_cmd)
