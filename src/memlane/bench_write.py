@@ -63,13 +63,14 @@ def run_write_bench(
     adds: int = 2000,
     history: int = 100_000,
     durability: str = "full",
+    embedder: str = "none",
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Add latency vs raw sqlite3, and get_recent_messages(4096) on a long session."""
     say = progress or (lambda _msg: None)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        ours = Memory(Path(tmp) / "memlane.db", durability=durability)
+        ours = Memory(Path(tmp) / "memlane.db", durability=durability, embedder=embedder)
         raw_store = SQLiteStore(Path(tmp) / "raw.db", durability=durability)
         raw_store.write(
             lambda c: c.execute(
@@ -129,6 +130,7 @@ def run_write_bench(
     bare_raw = _summary(bare)
     return {
         "durability": durability,
+        "embedder": embedder,
         "adds": adds,
         "memlane_add": add,
         "raw_sqlite3_insert": raw,

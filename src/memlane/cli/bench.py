@@ -13,6 +13,10 @@ def write_cmd(
     adds: int = typer.Option(2000, "--adds", min=10, help="How many adds to time."),
     history: int = typer.Option(100_000, "--history", min=1000, help="Messages in the long session."),
     durability: str = typer.Option("full", "--durability", help="full or normal (same for both sides)."),
+    embedder: str = typer.Option(
+        "none", "--embedder",
+        help="Embedder running in the background while adds are timed (none, hashing, minilm).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Add latency against raw sqlite3 (same row, same durability) and windowing on 100k messages."""
@@ -20,7 +24,7 @@ def write_cmd(
 
     with err_console.status("benchmarking the write path") as status:
         result = run_write_bench(
-            adds=adds, history=history, durability=durability,
+            adds=adds, history=history, durability=durability, embedder=embedder,
             progress=lambda msg: status.update(msg),
         )
     if as_json:
