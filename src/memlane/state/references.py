@@ -255,10 +255,27 @@ _NOT_NOUN = frozenset(
     "should could can did does do has had have isn't wasn't doesn't won't looks seems "
     "helped happened means".split()
 )
+# Words after "that"/"this" in chat that are verbs, modals or pronouns, never the noun.
+_NOT_NOUN_EN = frozenset(
+    "must might may must've stands stand made makes make means meant got gets went goes came "
+    "comes keeps kept feels felt sounded seemed looked happens that this these those which "
+    "what who i'm you're we're they're it's what's kind sort way much many".split()
+)
+_ADJECTIVES = frozenset(
+    "new old big small little tough great last other same whole first second next nice "
+    "good bad amazing awesome cool lovely beautiful special huge tiny whole entire".split()
+)
+
+
+def _adjective(word: str) -> bool:
+    return word in _ADJECTIVES or word.endswith(("ous", "ful", "ive", "able", "ible", "ical"))
+
+
 _TIME_NOUNS = frozenset(
     "morning evening afternoon night week weekend month year time moment day".split()
 )
 _THAT_CONJ_BEFORE = frozenset(
+    "anything something everything nothing anyone someone everyone one all stuff "
     "think know said say says sure so such hope mean means believe seems guess than now feel "
     "realize realise given except shows show told tell noticed notice read heard see saw "
     "glad sad afraid".split()
@@ -361,13 +378,20 @@ def detect_references(query: str) -> list[Reference]:
     for rx in (_DEMONSTRATIVE_EN, _DEMONSTRATIVE_DE):
         for m in rx.finditer(query):
             noun = m.group(2).lower()
-            if noun in _NOT_NOUN or noun in _TIME_NOUNS or noun in _SUBJECTS:
+            if noun in _NOT_NOUN or noun in _TIME_NOUNS or noun in _SUBJECTS or noun in _NOT_NOUN_EN:
                 continue
             if m.group(1).lower() == "that" and _prev_word(query, m.start()) in _THAT_CONJ_BEFORE:
                 continue
             if _NAMED_ID.match(query, m.end()):
                 continue
-            add(m.group(0), "entity", m.start(), m.end())
+            end = m.end()
+            if rx is _DEMONSTRATIVE_EN and _adjective(noun):
+                # "these vulnerable moments": the noun is the next word.
+                nxt = re.match(r"\s+([a-z][\w-]*)", query[end:])
+                if nxt is None or nxt.group(1).lower() in _NOT_NOUN | _NOT_NOUN_EN | _TIME_NOUNS:
+                    continue
+                end += nxt.end()
+            add(query[m.start():end], "entity", m.start(), end)
     for m in _PRONOUN_RE.finditer(query):
         if _pronoun_ok(query, m):
             add(m.group(1), "pronoun", m.start(1), m.end(1))
@@ -488,14 +512,16 @@ def _candidates(history: Sequence[Message], extra_jobs: Sequence[str]) -> list[C
     return out
 
 
-def _rank(cands: list[Candidate], query: str, ref: Reference) -> list[Candidate]:
+def _rank(
+    cands: list[Candidate], query: str, ref: Reference
+) -> list[tuple[Candidate, int]]:
+    """Candidates by salience, raised by the words the rest of the query shares with them."""
     words = _stems(query[: ref.start] + " " + query[ref.end:])
-    ranked = [replace(c) for c in cands]
-    for cand in ranked:
+    ranked: list[tuple[Candidate, int]] = []
+    for cand in cands:
         overlap = len(words & _stems(cand.message_text + " " + cand.target))
-        if overlap:
-            cand.score *= 1.0 + 1.5 * overlap
-    return sorted(ranked, key=lambda c: (-c.score, c.distance))
+        ranked.append((replace(cand, score=cand.score * (1.0 + 1.5 * overlap)), overlap))
+    return sorted(ranked, key=lambda co: (-co[0].score, co[0].distance))
 
 
 # --------------------------------------------------------------------- resolution
@@ -634,12 +660,18 @@ def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Cand
     if noun in _COMMAND_NOUNS:
         _resolve_named(ref, history, cands)
         return
+    # Five letters let inflections meet ("Datei"/"Dateien", "agency"/"agencies");
+    # a shorter noun must match whole ("pic" is not "pick").
     stem = noun[:5]
+
+    def mentions(word: str) -> bool:
+        return word.startswith(stem) if len(noun) >= 5 else word in (noun, noun + "s")
+
     for msg in reversed(history):
         if msg.role == "system" or not stem:
             continue
         for sentence in lang.sentences(msg.content):
-            if any(w.startswith(stem) for w in lang.words(sentence)):
+            if any(mentions(w) for w in lang.words(sentence)):
                 _set(ref, sentence, msg.id, msg.content, 0.75,
                      f"'{ref.text}' refers to: {_snip(sentence)}")
                 return
@@ -672,15 +704,19 @@ def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
                  f"'{ref.text}' refers to: {joined}")
             return
     ranked = _rank(cands, query, ref)
-    best = ranked[0]
-    runner = ranked[1] if len(ranked) > 1 else None
-    if runner is not None and runner.score >= AMBIGUITY_RATIO * best.score:
-        _ambiguous(ref, [c for c in ranked if c.score >= AMBIGUITY_RATIO * best.score],
+    best, best_overlap = ranked[0]
+    runner, runner_overlap = ranked[1] if len(ranked) > 1 else (None, 0)
+    # Close in salience and no word in the query to tell them apart: ask, do not guess.
+    if runner is not None and runner.score >= AMBIGUITY_RATIO * best.score \
+            and runner_overlap >= best_overlap:
+        _ambiguous(ref, [c for c, _ in ranked if c.score >= AMBIGUITY_RATIO * best.score],
                    best.score / (best.score + runner.score))
         return
     confidence = 0.8 if runner is None else 0.5 + 0.45 * (1.0 - runner.score / best.score)
     if best.distance > 0:
         confidence -= 0.1
+    if best_overlap > runner_overlap:  # the query names it: "restart it" after a restart
+        confidence = max(confidence, 0.7)
     _set(ref, best.target, best.message_id, best.message_text, confidence,
          f"'{ref.text}' refers to {best.describe()}")
 
