@@ -105,3 +105,12 @@ def test_usage_errors_are_short_not_tracebacks(tmp_path: Path) -> None:
     assert "Missing argument" in out.stderr and "Traceback" not in out.stderr
     bad = run("--store", str(tmp_path / "x.db"), "sessions", "--limit", "0")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_bench_write_reports_ratios() -> None:
+    out = run("bench", "write", "--adds", "30", "--history", "1000", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["adds"] == 30 and data["history_messages"] == 1000
+    assert data["add_p50_ratio"] > 0 and data["get_recent_messages_4096"]["p50_ms"] > 0
+    assert data["window_messages"] > 10
