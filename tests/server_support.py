@@ -92,10 +92,12 @@ def serve_subprocess(args: Sequence[str], home: Path, timeout: float = 60.0) -> 
             proc.wait()
 
 
-def run_cli(args: Sequence[str], home: Path, input_text: str | None = None,
-            timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+def run_cli(args: Sequence[str], home: Path, input_text: str | None = None, timeout: float = 120.0,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = cli_env(home)
+    env.update(extra_env or {})
     return subprocess.run(
-        [MEMLANE, *args], capture_output=True, text=True, env=cli_env(home), input=input_text,
+        [MEMLANE, *args], capture_output=True, text=True, env=env, input=input_text,
         timeout=timeout, check=False,
     )
 

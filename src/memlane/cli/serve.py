@@ -179,9 +179,60 @@ def keys_revoke_cmd(
     console.print(f"revoked key {wanted}", highlight=False)
 
 
+# ---------------------------------------------------------------- chat
+
+
+def chat_cmd(
+    ctx: typer.Context,
+    session: str | None = typer.Option(None, "--session", "-s", help="Continue this session (created if new)."),
+    user: str | None = typer.Option(None, "--user", help="Your user id (default: your login name)."),
+    base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (default: llm_base_url, else Ollama)."),
+    model: str | None = typer.Option(None, "--model", help="Model name (default: llm_model, else llama3.2)."),
+    max_tokens: int = typer.Option(3000, "--max-tokens", min=64, help="Token budget of the context packet."),
+    strategy: str | None = typer.Option(None, "--strategy", help="Context strategy: simple, summary, hybrid, tiered."),
+    system: str = typer.Option("You are a helpful assistant. Use the conversation memory you are given.",
+                               "--system", help="System prompt of new sessions."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the packet instead of calling a model; store nothing."),
+    server: str | None = typer.Option(None, "--server", help="Use a memlane server (URL) instead of the local database."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="MEMLANE_API_KEY", help="API key for --server."),
+) -> None:
+    """Chat with any OpenAI-compatible model, with memlane as its memory (/help inside)."""
+    import os
+
+    from memlane.server.chat import DEFAULT_BASE_URL, DEFAULT_MODEL, ChatModel, ChatRepl, stdin_lines
+
+    st = state(ctx)
+    settings = st.settings()
+    chat_model = None
+    if not dry_run:
+        chat_model = ChatModel(
+            base_url or settings.llm_base_url or DEFAULT_BASE_URL,
+            model or settings.llm_model or DEFAULT_MODEL,
+            os.environ.get(settings.llm_api_key_env) or None,
+        )
+    if server:
+        from memlane.client import MemoryClient
+
+        mem: Any = MemoryClient(server, api_key=api_key)
+    else:
+        mem = st.open()
+    try:
+        from rich.console import Console
+
+        # soft wrap: long replies and URLs stay whole lines (the terminal wraps them)
+        repl = ChatRepl(mem, model=chat_model, console=Console(soft_wrap=True), session_id=session, user=user,
+                        system_prompt=system, max_tokens=max_tokens, strategy=strategy, dry_run=dry_run)
+        repl.run(stdin_lines())
+    finally:
+        if chat_model is not None:
+            chat_model.close()
+        mem.close()
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.command("mcp")(mcp_cmd)
+    app.command("chat")(chat_cmd)
     app.add_typer(keys_app, name="keys")
     keys_app.command("create")(keys_create_cmd)
     keys_app.command("list")(keys_list_cmd)

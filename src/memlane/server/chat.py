@@ -1,0 +1,359 @@
+"""`memlane chat`: a REPL that talks to any OpenAI-compatible model with memlane as its memory.
+
+Each turn: the context packet for the user's message (``mem.context``; the
+recent window on builds without a context engine) plus the message goes to
+``{llm_base_url}/chat/completions``; the user's message and the reply are then
+stored as one turn. The REPL works the same on a local :class:`Memory` and on
+a :class:`~memlane.client.MemoryClient` (``--server``).
+
+It lives with the server because both are memlane's user-facing surface; it
+has no server dependency beyond httpx (and prompt_toolkit on a terminal).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.markup import escape
+
+from memlane.errors import MemlaneError, SessionNotFoundError
+
+DEFAULT_BASE_URL = "http://localhost:11434/v1"  # Ollama's OpenAI-compatible endpoint
+DEFAULT_MODEL = "llama3.2"
+DEFAULT_SYSTEM = "You are a helpful assistant. Use the conversation memory you are given."
+
+HELP = """\
+Commands:
+  /sessions            list recent sessions
+  /load <session>      continue a previous session (id or id prefix)
+  /new [title]         start a new session
+  /save                make sure everything is on disk (every turn is already saved)
+  /history [n]         show the last n messages of this session (default 20)
+  /clear               hide this session's history from context (it stays stored)
+  /forget              delete this session and everything derived from it
+  /search <query>      search all conversations, with score parts
+  /context [query]     show the context packet the model would get
+  /remember <text>     keep a long-term note (or a pinned message)
+  /help                this help
+  /quit                leave (Ctrl-D works too)
+Anything else is sent to the model."""
+
+
+class ModelUnavailableError(MemlaneError):
+    """No chat model answered; the message says how to configure one."""
+
+
+def _configure_hint(base_url: str, model: str) -> str:
+    return (
+        f"No model answered at {base_url} (model {model!r}).\n"
+        "To configure one:\n"
+        "  - Ollama: install it, then `ollama serve` and `ollama pull llama3.2`, or\n"
+        "  - any OpenAI-compatible endpoint: set llm_base_url and llm_model in ~/.memlane/config.yaml\n"
+        "    (or MEMLANE_LLM_BASE_URL / MEMLANE_LLM_MODEL, or --base-url / --model), and put the API key\n"
+        "    in the variable named by llm_api_key_env (default OPENAI_API_KEY).\n"
+        "  - or run `memlane chat --dry-run` to see the context packet without a model."
+    )
+
+
+class ChatModel:
+    """A minimal OpenAI chat-completions client (non-streaming)."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 120.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def complete(self, messages: list[dict[str, Any]]) -> str:
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = self._http.post(url, json={"model": self.model, "messages": messages, "stream": False})
+        except httpx.HTTPError as exc:
+            raise ModelUnavailableError(f"{_configure_hint(self.base_url, self.model)}\n({exc})") from exc
+        if response.status_code >= 400:
+            detail = response.text[:300].strip()
+            raise ModelUnavailableError(
+                f"{_configure_hint(self.base_url, self.model)}\n(HTTP {response.status_code}: {detail})"
+            )
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ModelUnavailableError(
+                f"{self.base_url} answered, but not in the chat-completions format: {response.text[:300]}"
+            ) from exc
+        return str(content or "")
+
+
+def _short(text: str, width: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class ChatRepl:
+    def __init__(
+        self,
+        mem: Any,
+        *,
+        model: ChatModel | None,
+        console: Console,
+        session_id: str | None = None,
+        user: str | None = None,
+        system_prompt: str = DEFAULT_SYSTEM,
+        max_tokens: int = 3000,
+        strategy: str | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        self.mem = mem
+        self.model = model
+        self.out = console
+        self.user = user or getpass.getuser() or "cli-user"
+        self.system_prompt = system_prompt
+        self.max_tokens = max_tokens
+        self.strategy = strategy
+        self.dry_run = dry_run
+        self.last_query: str | None = None
+        self.session_id = self._start(session_id)
+        self.commands: dict[str, Callable[[str], None]] = {
+            "help": lambda _: self.out.print(HELP, highlight=False),
+            "sessions": self.cmd_sessions, "load": self.cmd_load, "new": self.cmd_new, "save": self.cmd_save,
+            "history": self.cmd_history, "clear": self.cmd_clear, "search": self.cmd_search,
+            "context": self.cmd_context, "remember": self.cmd_remember,
+        }
+
+    # ------------------------------------------------------------ session
+
+    def _start(self, session_id: str | None) -> str:
+        if session_id:
+            try:
+                self.mem.get_session(session_id)
+            except SessionNotFoundError:
+                self.mem.create_session(self.system_prompt, session_id=session_id, user_id=self.user)
+            return session_id
+        return self._new_session(None)
+
+    def _new_session(self, title: str | None) -> str:
+        title = title or f"chat {datetime.now():%Y-%m-%d %H:%M}"
+        sid: str = self.mem.create_session(self.system_prompt, user_id=self.user, title=title)
+        return sid
+
+    # ------------------------------------------------------------ the loop
+
+    def banner(self) -> None:
+        target = "dry run: the packet is shown, no model is called, messages are not stored" if self.dry_run else (
+            f"model {self.model.model} at {self.model.base_url}" if self.model else "no model")
+        self.out.print(f"memlane chat · session [bold]{escape(self.session_id)}[/bold] · {escape(target)}")
+        self.out.print("Type /help for commands.", style="dim")
+
+    def run(self, lines: Iterable[str]) -> None:
+        self.banner()
+        lines = iter(lines)  # /forget reads its confirmation from the same stream
+        for raw in lines:
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                if not self.handle(line, lines):
+                    break
+            except MemlaneError as exc:
+                self.out.print(f"[red]error:[/red] {escape(str(exc))}")
+        self.mem.flush(10)
+        self.out.print(f"bye. session {escape(self.session_id)} is saved.")
+
+    def handle(self, line: str, lines: Iterable[str] = ()) -> bool:
+        if not line.startswith("/"):
+            self.turn(line)
+            return True
+        name, _, arg = line[1:].partition(" ")
+        name, arg = name.lower(), arg.strip()
+        if name in ("quit", "exit", "q"):
+            return False
+        if name == "forget":
+            self.cmd_forget(arg, lines)
+            return True
+        command = self.commands.get(name)
+        if command is None:
+            self.out.print(f"unknown command /{escape(name)}; /help lists them")
+        else:
+            command(arg)
+        return True
+
+    # ------------------------------------------------------------ turns
+
+    def packet_messages(self, query: str | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The messages the model would get before the user's message, and the budget report."""
+        context = getattr(self.mem, "context", None)
+        if callable(context):
+            packet = context(self.session_id, query, self.max_tokens, strategy=self.strategy)
+            messages = list(packet.to_messages())  # renders the packet, which records its budget
+            budget = getattr(packet, "budget", None)
+            report = budget if isinstance(budget, dict) else getattr(budget, "to_dict", lambda: None)()
+            return messages, report
+        recent = self.mem.get_recent_messages(self.session_id, self.max_tokens)
+        return [m.to_openai() for m in recent], None
+
+    def turn(self, text: str) -> None:
+        self.last_query = text
+        history, report = self.packet_messages(text)
+        messages = [*history, {"role": "user", "content": text}]
+        if self.dry_run or self.model is None:
+            self.show_packet(messages, report, title="packet (dry run: no model called, message not stored)")
+            return
+        started = time.perf_counter()
+        try:
+            reply = self.model.complete(messages)
+        except ModelUnavailableError as exc:
+            self.out.print(f"[yellow]{escape(str(exc))}[/yellow]")
+            self.out.print("Nothing was stored for this message.", style="dim")
+            return
+        elapsed = time.perf_counter() - started
+        self.mem.store_interaction(
+            text, reply, session_id=self.session_id, user_id=self.user, author_name=self.user,
+            metadata={"model_used": self.model.model, "processing_time": round(elapsed, 3), "context_used": True},
+        )
+        self.out.print(f"[bold green]assistant[/bold green]: {escape(reply)}")
+
+    def show_packet(self, messages: list[dict[str, Any]], report: dict[str, Any] | None, *, title: str) -> None:
+        self.out.rule(title)
+        if report:
+            parts = ", ".join(f"{k} {v}" for k, v in (report.get("sections") or {}).items() if v)
+            self.out.print(f"budget: {report.get('used')} / {report.get('max_tokens')} tokens ({escape(parts)})")
+        for m in messages:
+            content = m.get("content") or ""
+            if m.get("tool_calls"):
+                content += " " + json.dumps(m["tool_calls"], ensure_ascii=False)
+            self.out.print(f"[cyan]{m.get('role')}[/cyan]: {escape(str(content))}", highlight=False)
+        self.out.rule()
+
+    # ------------------------------------------------------------ commands
+
+    def cmd_sessions(self, _: str) -> None:
+        for s in self.mem.list_sessions(limit=20):
+            mark = "*" if s.id == self.session_id else " "
+            self.out.print(
+                f"{mark} {escape(s.id)}  {escape(s.title or '')}  {s.message_count} msgs  "
+                f"{s.status}  {s.last_active_at:%Y-%m-%d %H:%M}", highlight=False,
+            )
+
+    def cmd_load(self, arg: str) -> None:
+        if not arg:
+            self.out.print("usage: /load <session id or prefix>")
+            return
+        try:
+            session = self.mem.get_session(arg)
+        except SessionNotFoundError:
+            matches = [s for s in self.mem.list_sessions(limit=500) if s.id.startswith(arg)]
+            if len(matches) != 1:
+                self.out.print(f"no single session matches {escape(arg)!r} ({len(matches)} do); see /sessions")
+                return
+            session = matches[0]
+        self.session_id = session.id
+        self.out.print(f"loaded {escape(session.id)} ({escape(session.title or '')}, {session.message_count} messages)")
+        self.cmd_history("6")
+
+    def cmd_new(self, arg: str) -> None:
+        self.session_id = self._new_session(arg or None)
+        self.out.print(f"new session {escape(self.session_id)}")
+
+    def cmd_save(self, _: str) -> None:
+        self.mem.flush(30)
+        count = len(self.mem.load_session(self.session_id, include_hidden=True))
+        self.out.print(f"saved: {count} messages in {escape(self.session_id)} (each turn is written as it happens)")
+
+    def cmd_history(self, arg: str) -> None:
+        n = int(arg) if arg.isdigit() else 20
+        msgs = self.mem.load_session(self.session_id)[-n:]
+        if not msgs:
+            self.out.print("(no messages in context; /clear hides earlier ones)")
+        for m in msgs:
+            who = m.author_name or m.role
+            self.out.print(f"[cyan]{escape(who)}[/cyan] ({m.role}): {escape(m.content)}", highlight=False)
+
+    def cmd_clear(self, _: str) -> None:
+        hidden = self.mem.clear_session(self.session_id)
+        self.out.print(f"cleared: {hidden} messages hidden from context (still stored and searchable)")
+
+    def cmd_forget(self, _: str, lines: Iterable[str]) -> None:
+        self.out.print(f"Delete session {escape(self.session_id)} and everything derived from it? [y/N] ", end="")
+        answer = _next_line(lines)
+        if answer.strip().lower() not in ("y", "yes", "j", "ja"):
+            self.out.print("kept.")
+            return
+        old = self.session_id
+        self.mem.delete_session(old)
+        self.session_id = self._new_session(None)
+        self.out.print(f"forgot {escape(old)}; now in new session {escape(self.session_id)}")
+
+    def cmd_search(self, arg: str) -> None:
+        if not arg:
+            self.out.print("usage: /search <query>")
+            return
+        hits = self.mem.search(arg, top_k=8)
+        if not hits:
+            self.out.print("nothing found")
+        for h in hits:
+            parts = " ".join(f"{k}={v:.2f}" for k, v in h.scores.items() if v)
+            self.out.print(
+                f"[bold]{h.score:.3f}[/bold] {escape(h.message.session_id)} {h.message.role}: "
+                f"{escape(_short(h.snippet or h.message.content))}  [dim]{escape(parts)}[/dim]", highlight=False,
+            )
+
+    def cmd_context(self, arg: str) -> None:
+        query = arg or self.last_query
+        messages, report = self.packet_messages(query)
+        self.show_packet(messages, report, title=f"context packet for {query!r}" if query else "context packet")
+
+    def cmd_remember(self, arg: str) -> None:
+        if not arg:
+            self.out.print("usage: /remember <text>")
+            return
+        if callable(getattr(self.mem, "add_note", None)):
+            note = self.mem.add_note(arg, session_id=self.session_id, user_id=self.user)
+            self.out.print(f"noted (note {note.id}): {escape(note.text)}")
+            return
+        self.mem.save_message(self.session_id, {"role": "user", "content": arg, "pinned": True, "importance": 1.0,
+                                                "author_name": self.user})
+        self.out.print(f"remembered as a pinned message: {escape(arg)}")
+
+
+def _next_line(lines: Iterable[str]) -> str:
+    if isinstance(lines, Iterator):
+        return next(lines, "")
+    return ""
+
+
+def stdin_lines() -> Iterator[str]:
+    """Lines from a terminal (prompt_toolkit, with history) or from a pipe."""
+    if not sys.stdin.isatty():
+        yield from (line.rstrip("\n") for line in sys.stdin)
+        return
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.completion import WordCompleter
+    from prompt_toolkit.history import FileHistory
+
+    history = Path(os.path.expanduser("~/.memlane/chat_history"))
+    history.parent.mkdir(parents=True, exist_ok=True)
+    words = ["/" + c for c in ("sessions", "load", "new", "save", "history", "clear", "forget", "search",
+                               "context", "remember", "help", "quit")]
+    prompt: PromptSession[str] = PromptSession(
+        history=FileHistory(str(history)), completer=WordCompleter(words, sentence=True)
+    )
+    while True:
+        try:
+            yield prompt.prompt("you> ")
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            return

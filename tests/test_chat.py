@@ -1,0 +1,150 @@
+"""`memlane chat` driven through stdin in a subprocess, against a small real HTTP server on
+127.0.0.1 that speaks the chat-completions protocol."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlane import Memory
+from tests.server_support import open_memory, run_cli, running_server
+
+
+class FakeModel:
+    """Answers like a model that read its context: it quotes what it knows about food."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                model.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                context = " ".join(str(m.get("content")) for m in body["messages"][:-1])
+                question = body["messages"][-1]["content"]
+                answer = f"You said: {question}"
+                if "vegetarian" in context and "eat" in question:
+                    answer = "Since you are vegetarian, try the bean stew."
+                reply = {"id": "x", "object": "chat.completion", "model": body["model"], "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}]}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeModel:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModel]:
+    with FakeModel() as m:
+        yield m
+
+
+def chat(tmp_path: Path, args: list[str], lines: list[str], env_key: str | None = None) -> str:
+    extra = {"OPENAI_API_KEY": env_key} if env_key else None
+    r = run_cli(["--store", str(tmp_path / "chat.db"), "chat", "--user", "ana", *args], tmp_path,
+                input_text="\n".join(lines) + "\n", extra_env=extra)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_chat_saves_both_sides_and_sends_the_packet(tmp_path: Path, model: FakeModel) -> None:
+    out = chat(tmp_path, ["--base-url", model.url, "--model", "tiny", "--session", "kitchen"], [
+        "Hi, I'm Ana and I'm vegetarian.",
+        "What should I eat tonight?",
+        "/history",
+        "/search vegetarian",
+        "/context what to cook",
+        "/remember my sister lives in Graz",
+        "/sessions",
+        "/save",
+        "/help",
+        "/quit",
+    ], env_key="sk-test")
+    assert "You said: Hi, I'm Ana and I'm vegetarian." in out
+    assert "Since you are vegetarian, try the bean stew." in out  # the first turn reached the model
+    assert len(model.requests) == 2
+    second = model.requests[1]
+    assert second["path"] == "/v1/chat/completions" and second["model"] == "tiny"
+    assert second["auth"] == "Bearer sk-test"
+    assert second["messages"][-1] == {"role": "user", "content": "What should I eat tonight?"}
+    assert "vegetarian" in json.dumps(second["messages"][:-1])
+    assert "budget:" in out and "/remember" in out and "kitchen" in out and "saved: 4 messages" in out
+    assert "noted" in out or "remembered" in out
+    with Memory(tmp_path / "chat.db", embedder="none") as mem:
+        msgs = mem.load_session("kitchen")
+        assert [(m.role, m.content) for m in msgs] == [
+            ("user", "Hi, I'm Ana and I'm vegetarian."),
+            ("assistant", "You said: Hi, I'm Ana and I'm vegetarian."),
+            ("user", "What should I eat tonight?"),
+            ("assistant", "Since you are vegetarian, try the bean stew."),
+        ]
+        (first, _) = mem.list_turns("kitchen")
+        assert first.model_used == "tiny" and msgs[0].author_name == "ana"
+
+
+def test_chat_commands_clear_load_forget(tmp_path: Path, model: FakeModel) -> None:
+    chat(tmp_path, ["--base-url", model.url, "--session", "old-one"], ["remember the blue door", "/quit"])
+    out = chat(tmp_path, ["--base-url", model.url], [
+        "/load old-o",  # by prefix
+        "/clear",
+        "/history",
+        "/forget",
+        "y",
+        "/sessions",
+        "/quit",
+    ])
+    assert "loaded old-one" in out and "remember the blue door" in out
+    assert "cleared: 2 messages hidden" in out and "forgot old-one" in out
+    with Memory(tmp_path / "chat.db", embedder="none") as mem:
+        assert mem.store.get_session("old-one") is None
+
+
+def test_chat_dry_run_shows_the_packet_and_calls_nothing(tmp_path: Path, model: FakeModel) -> None:
+    with Memory(tmp_path / "chat.db", embedder="hashing") as mem:
+        mem.create_session("Be brief.", session_id="trip", user_id="ana")
+        mem.store_interaction("I'm vegetarian", "Noted.", session_id="trip")
+    out = chat(tmp_path, ["--dry-run", "--base-url", model.url, "--session", "trip"], ["What do I eat?", "/quit"])
+    assert "dry run" in out and "I'm vegetarian" in out and "What do I eat?" in out and "budget:" in out
+    assert model.requests == []
+    with Memory(tmp_path / "chat.db", embedder="none") as mem:
+        assert len(mem.load_session("trip")) == 2  # nothing stored
+
+
+def test_chat_without_a_model_says_how_to_configure_one(tmp_path: Path) -> None:
+    out = chat(tmp_path, ["--base-url", "http://127.0.0.1:9/v1", "--session", "s"], ["hello?", "/quit"])
+    assert "No model answered at http://127.0.0.1:9/v1" in out
+    assert "llm_base_url" in out and "ollama" in out.lower() and "--dry-run" in out
+    with Memory(tmp_path / "chat.db", embedder="none") as mem:
+        assert mem.load_session("s") == []
+
+
+def test_chat_through_a_memlane_server(tmp_path: Path, model: FakeModel) -> None:
+    mem = open_memory(tmp_path / "served.db")
+    with running_server(mem) as url:
+        chat(tmp_path, ["--server", url, "--base-url", model.url, "--session", "remote"], ["hello server", "/quit"])
+        assert [m.content for m in mem.load_session("remote")] == ["hello server", "You said: hello server"]
+    mem.close()
