@@ -271,7 +271,7 @@ class ContextPacket:
         if self.active_topics:
             facts.append(TextItem(f"Active topics: {', '.join(self.active_topics)}", 1, 2))
         if self.session_status not in ("active", ""):
-            facts.append(TextItem(f"Session status: {self.session_status}", -1, 4))
+            facts.append(TextItem(f"Session status: {self.session_status}", -1, -1))
         if self.last_response_type:
             facts.append(TextItem(f"Last reply type: {self.last_response_type}", 2, 5))
         parts = [TextPart("", facts)]

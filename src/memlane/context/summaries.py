@@ -451,17 +451,15 @@ class SummaryManager:
         """
         with self.lock(session_id):
             rec = self.load(session_id)
+            changed = False
             first = self._first_visible_id(session_id)
             if rec is not None and rec.last_message_id and (first is None or first > rec.first_message_id):
                 # Messages it covers were hidden (/clear) or forgotten: start over.
                 log.info("summary of session %s covers hidden messages; rebuilding", session_id)
-                rec = None
+                rec, changed = None, True
             if rec is None:
                 rec = SummaryRecord(session_id)
                 self._rolling.pop(session_id, None)
-                changed = True
-            else:
-                changed = False
             tail = self.visible(
                 session_id,
                 self.mem.store.iter_messages(

@@ -384,10 +384,11 @@ def hydrate(
         )
         if manager.summaries is not None:
             manager.summaries.update(session_id)
-    packet = mem.context(session_id, query=query, max_tokens=max_tokens, strategy=strategy)
+    # Step 7 comes before the packet here, so that the packet the agent is
+    # warmed with already says "resuming".
     mem.update_session(session_id, status="resuming")
-    packet.session_status = "resuming"
     _tracker_save(mem, session_state(mem, mem.get_session(session_id)).raw, status="resuming")
+    packet = mem.context(session_id, query=query, max_tokens=max_tokens, strategy=strategy)
     path = None
     try:
         path = manager.write(session_id, "hydrate" if verdict == "fresh" else "rebuild", status="resuming")
