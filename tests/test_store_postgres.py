@@ -153,17 +153,26 @@ def test_keyword_ranking_agrees_with_sqlite(fresh_pg_store: PostgresStore, tmp_p
         "We had pastel de nata in Belem after the museum",
     ] * 3
     lite = SQLiteStore(f"{tmp_path}/rank.db")
+    # the same database through the path for large logs (cached statistics)
+    cached = PostgresStore(fresh_pg_store.url, exact_stats_below=0)
     for st in (lite, fresh_pg_store):
         st.create_session(Session(id="s"))
         st.append("s", [Message(role="user", content=c) for c in corpus])
     try:
         for query in ("hiking in the mountains", "Lisbon trams history", "dog shelter"):
             a = [h.message.content for h in lite.keyword_search(query, MessageFilter(), limit=6)]
-            b = [h.message.content for h in fresh_pg_store.keyword_search(query, MessageFilter(), limit=6)]
+            pg_hits = fresh_pg_store.keyword_search(query, MessageFilter(), limit=6)
+            b = [h.message.content for h in pg_hits]
             assert a[:3] == b[:3], query
             assert set(a) == set(b), query
+            again = cached.keyword_search(query, MessageFilter(), limit=6)
+            assert [(h.message.id, round(h.score, 9)) for h in again] == [
+                (h.message.id, round(h.score, 9)) for h in pg_hits
+            ], query
+        assert cached.keyword_search("the and of", MessageFilter()) == []  # stopwords only
     finally:
         lite.close()
+        cached.close()
 
 
 # ---------------------------------------------------------------- several OS processes

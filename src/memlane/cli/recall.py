@@ -74,12 +74,19 @@ def eval_locomo_cmd(
     max_questions: int | None = typer.Option(
         None, "--max-questions", min=1, help="Stop after this many questions (quick runs)."
     ),
+    store: str | None = typer.Option(
+        None, "--store",
+        help="Where the conversations go: sqlite (temp files, default), embedded (a PostgreSQL "
+        "started for the run) or postgresql://... (a scratch schema per conversation).",
+    ),
 ) -> None:
     """Retrieval quality on LoCoMo: Recall@1/5/10/20 and Hit@5 of mem.search, with baselines."""
     from memlane.eval.locomo import CATEGORY_NAMES, evaluate
 
     with _progress() as progress:
-        result = evaluate(files, embedder=embedder, max_questions=max_questions, progress=progress)
+        result = evaluate(
+            files, embedder=embedder, max_questions=max_questions, progress=progress, store=store
+        )
     if as_json:
         print(json.dumps(result))
         return

@@ -132,8 +132,15 @@ def evaluate(
     workdir: str | Path | None = None,
     max_questions: int | None = None,
     progress: Progress | None = None,
+    store: str | None = None,
 ) -> dict[str, Any]:
-    """Run the evaluation; returns the JSON-ready result (see ``memlane eval locomo``)."""
+    """Run the evaluation; returns the JSON-ready result (see ``memlane eval locomo``).
+
+    ``store``: None/"sqlite" (temp files), "embedded" (a PostgreSQL started for the run) or
+    a ``postgresql://`` URL (a scratch schema per conversation); see memlane.store.scratch.
+    """
+    from memlane.store.scratch import scratch_stores
+
     conversations: list[LocomoConversation] = []
     for f in files:
         conversations.extend(load_locomo(f))
@@ -146,11 +153,13 @@ def evaluate(
     ingest_seconds = 0.0
     ingested = 0
     asked = 0
-    with tempfile.TemporaryDirectory(dir=workdir, prefix="memlane-locomo-") as tmp:
+    with tempfile.TemporaryDirectory(dir=workdir, prefix="memlane-locomo-") as tmp, scratch_stores(
+        store, tmp, fsync=False
+    ) as stores:
         for n, conv in enumerate(conversations):
             label = f"{conv.sample_id} ({n + 1}/{len(conversations)})"
             db = Path(tmp) / f"{n}-{conv.sample_id}.db"
-            with Memory(db, embedder=embedder, durability="normal") as mem:
+            with stores.target(db.stem) as target, Memory(target, embedder=embedder, durability="normal") as mem:
                 t0 = time.perf_counter()
                 count = ingest(mem, conv)
                 if progress:
@@ -181,6 +190,7 @@ def evaluate(
             if max_questions is not None and asked >= max_questions:
                 break
     return {
+        "store": stores.backend,
         "overall": overall["hybrid"].as_dict(),
         "by_category": {
             str(c): {**by_cat[c].as_dict(), "questions": by_cat[c].n} for c in CATEGORIES

@@ -20,6 +20,8 @@ embedder claims the empty index (:meth:`set_model_info`); the HNSW index is buil
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 #: HNSW build parameters (pgvector defaults are m=16, ef_construction=64).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
-#: ef_search floor; raised to k for larger k.
+#: ef_search of every session (set by PostgresStore); raised to k for a larger k.
 EF_SEARCH = 100
 
 _META_KEYS = ("model_id", "dimension", "recipe")
@@ -49,8 +51,11 @@ def vector_literal(row: Any) -> str:
 class PgVectorIndex:
     """The ``message_vectors`` table of a PostgresStore (schema migration 2)."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, *, info_ttl: float = 5.0) -> None:
         self._store = store
+        self._info_ttl = info_ttl
+        self._info: tuple[float, ModelInfo] | None = None
+        self._lock = threading.Lock()
 
     # ----------------------------------------------------------- model info
 
@@ -61,6 +66,25 @@ class PgVectorIndex:
         if "model_id" not in rows:
             return None
         return ModelInfo(str(rows["model_id"]), int(rows["dimension"]), str(rows.get("recipe", "")))
+
+    def _current_info(self) -> ModelInfo | None:
+        """model_info() for the hot search path, re-read every few seconds.
+
+        Searching costs one round trip instead of two; a reindex by another process is
+        noticed within ``info_ttl`` seconds (and a width change fails loudly before that).
+        """
+        now = time.monotonic()
+        with self._lock:
+            if self._info is not None and now - self._info[0] < self._info_ttl:
+                return self._info[1]
+        info = self.model_info()
+        with self._lock:
+            self._info = (now, info) if info is not None else None
+        return info
+
+    def _forget_info(self) -> None:
+        with self._lock:
+            self._info = None
 
     def set_model_info(self, info: ModelInfo) -> None:
         if info.dimension < 1:
@@ -110,6 +134,7 @@ class PgVectorIndex:
                 )
 
         self._store.write(run)
+        self._forget_info()
 
     # ----------------------------------------------------------- writes
 
@@ -163,6 +188,7 @@ class PgVectorIndex:
             conn.execute("DELETE FROM vector_meta WHERE key = ANY(%s)", (list(_META_KEYS),))
 
         self._store.write(run)
+        self._forget_info()
 
     # ----------------------------------------------------------- reads
 
@@ -179,7 +205,7 @@ class PgVectorIndex:
         return [int(r[0]) for r in rows]
 
     def _query(self, query: Vectors) -> tuple[str, int] | None:
-        info = self.model_info()
+        info = self._current_info()
         if info is None:
             return None
         q = np.asarray(query, dtype=np.float32).reshape(-1)
@@ -217,24 +243,24 @@ class PgVectorIndex:
         where, params = _message_where(flt)
         join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id or flt.agent_id else ""
 
-        def run(conn: Conn) -> list[Any]:
-            conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true), "
-                "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                (str(max(EF_SEARCH, k)),),
-            )
-            return conn.execute(
-                f"""
-                SELECT message_id, 1 - distance FROM (
-                    SELECT v.message_id, v.embedding <=> %s::vector AS distance
-                    FROM message_vectors v JOIN messages m ON m.id = v.message_id {join}
-                    WHERE true {where}
-                    ORDER BY distance LIMIT %s
-                ) best ORDER BY distance, message_id
-                """,
-                (literal, *params, int(k)),
-            ).fetchall()
+        query_sql = f"""
+            SELECT message_id, 1 - distance FROM (
+                SELECT v.message_id, v.embedding <=> %s::vector AS distance
+                FROM message_vectors v JOIN messages m ON m.id = v.message_id {join}
+                WHERE true {where}
+                ORDER BY distance LIMIT %s
+            ) best ORDER BY distance, message_id
+            """
+        args = (literal, *params, int(k))
+        if k <= EF_SEARCH:
+            # the session already has ef_search = EF_SEARCH and iterative scans (PostgresStore)
+            rows = self._store.read(query_sql, args)
+        else:
 
-        # a transaction scopes the settings (set_config(..., true)) to this query
-        rows = self._store.write(run)
+            def run(conn: Conn) -> list[Any]:
+                # set_config(..., true) lasts until the end of this transaction only
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(k),))
+                return conn.execute(query_sql, args).fetchall()
+
+            rows = self._store.write(run)
         return [(int(r[0]), float(r[1])) for r in rows]

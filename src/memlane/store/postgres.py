@@ -103,6 +103,8 @@ _B = 0.75
 #: Corpus statistics are recounted on every search below this many messages and cached
 #: for ``stats_ttl`` seconds above it (counting document frequencies costs a GIN scan).
 _EXACT_STATS_BELOW = 5_000
+#: ``l.lexeme`` as a one-lexeme tsquery (quoted: a lexeme may hold quotes or backslashes).
+_QUOTED_LEXEME = r"""('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery"""
 
 
 def _utc(value: datetime) -> datetime:
@@ -209,6 +211,7 @@ class PostgresStore:
         timeout: float = 10.0,
         retry_seconds: float = 10.0,
         stats_ttl: float = 30.0,
+        exact_stats_below: int = _EXACT_STATS_BELOW,
         application_name: str = "memlane",
         durability: str = "full",
         schema: str | None = None,
@@ -229,11 +232,16 @@ class PostgresStore:
             options.append("-c synchronous_commit=off")
         if self.schema is not None:
             options.append(f"-c search_path={self.schema},public")
+        # pgvector's search settings for every session (placeholders until the library
+        # loads): vector search then needs no SET round trip (see pg_vectors.py)
+        options += ["-c hnsw.ef_search=100", "-c hnsw.iterative_scan=relaxed_order"]
         self._retry_seconds = retry_seconds
         self._stats_ttl = stats_ttl
+        self._exact_below = exact_stats_below
         self._stats_lock = threading.Lock()
-        self._corpus: tuple[float, int, float] | None = None  # (fetched_at, N, avgdl)
-        self._df: dict[str, tuple[float, int]] = {}
+        self._corpus_cache: tuple[float, int, float] | None = None  # (fetched_at, N, avgdl)
+        self._df: dict[str, tuple[float, int]] = {}  # lexeme -> (fetched_at, document frequency)
+        self._lexemes: dict[str, tuple[str, ...]] = {}  # query word -> its lexemes
         self._closed = False
         self._vectors: PgVectorIndex | None = None
         self._pool: ConnectionPool[Conn] = ConnectionPool(
@@ -783,37 +791,54 @@ class PostgresStore:
 
     # ------------------------------------------------------------ keyword index
 
-    def _corpus_stats(self, conn: Conn, lexemes: Sequence[str]) -> tuple[int, float, dict[str, int]]:
-        """N, average document length (in lexemes) and document frequencies for BM25."""
+    def _corpus(self, conn: Conn) -> tuple[int, float]:
+        """(N, average document length in lexemes), recounted every ``stats_ttl`` seconds."""
         now = time.monotonic()
         with self._stats_lock:
-            corpus = self._corpus
-            fresh = corpus is not None and corpus[1] >= _EXACT_STATS_BELOW and now - corpus[0] < self._stats_ttl
-            cached = {
-                lex: hit[1] for lex in lexemes
-                if fresh and (hit := self._df.get(lex)) is not None and now - hit[0] < self._stats_ttl
-            }
-        if not fresh:
-            row = conn.execute("SELECT count(*), avg(length(tsv)) FROM messages").fetchone()
-            assert row is not None
-            corpus = (now, int(row[0]), float(row[1] or 1.0))
-        assert corpus is not None
-        missing = [lex for lex in lexemes if lex not in cached]
-        if missing:
-            rows = conn.execute(
-                "SELECT q.lex, (SELECT count(*) FROM messages m WHERE m.tsv @@ q.query::tsquery) "
-                "FROM unnest(%s::text[], %s::text[]) AS q(lex, query)",
-                (missing, [tsquery_literal([lex]) for lex in missing]),
-            ).fetchall()
-            cached.update({r[0]: int(r[1]) for r in rows})
+            corpus = self._corpus_cache
+        if corpus is not None and now - corpus[0] < self._stats_ttl:
+            return corpus[1], corpus[2]
+        row = conn.execute("SELECT count(*), avg(length(tsv)) FROM messages").fetchone()
+        assert row is not None
+        fresh = (now, int(row[0]), max(float(row[1] or 1.0), 1.0))
         with self._stats_lock:
-            self._corpus = corpus
-            if corpus[1] >= _EXACT_STATS_BELOW:
-                for lex in missing:
-                    self._df[lex] = (now, cached[lex])
-                if len(self._df) > 50_000:
-                    self._df.clear()
-        return corpus[1], max(corpus[2], 1.0), cached
+            self._corpus_cache = fresh
+        return fresh[1], fresh[2]
+
+    def _doc_freqs(self, conn: Conn, words: Sequence[str]) -> dict[str, int]:
+        """Document frequency of each lexeme of ``words``; per word, cached for stats_ttl."""
+        now = time.monotonic()
+        df: dict[str, int] = {}
+        missing: list[str] = []
+        with self._stats_lock:
+            for w in words:
+                lexemes = self._lexemes.get(w)
+                hits = [self._df.get(lex) for lex in lexemes or ()]
+                fresh = [h[1] for h in hits if h is not None and now - h[0] < self._stats_ttl]
+                if lexemes is None or len(fresh) < len(lexemes):
+                    missing.append(w)
+                else:
+                    df.update(zip(lexemes, fresh, strict=True))
+        if not missing:
+            return df
+        rows = conn.execute(
+            f"SELECT w, l.lexeme, (SELECT count(*) FROM messages m WHERE m.tsv @@ {_QUOTED_LEXEME}) "
+            "FROM unnest(%s::text[]) AS w LEFT JOIN LATERAL unnest(to_tsvector(%s::regconfig, w)) AS l ON true",
+            (missing, TEXT_CONFIG),
+        ).fetchall()
+        found: dict[str, list[str]] = {w: [] for w in missing}
+        for w, lexeme, count in rows:
+            if lexeme is not None:
+                found[w].append(lexeme)
+                df[lexeme] = int(count)
+        with self._stats_lock:
+            if len(self._df) > 50_000:  # a bound, not an LRU: refilling is cheap
+                self._df.clear()
+                self._lexemes.clear()
+            for w, new in found.items():
+                self._lexemes[w] = tuple(new)
+                self._df.update({lex: (now, df[lex]) for lex in new})
+        return df
 
     def keyword_search(
         self, query: str, flt: MessageFilter, *, limit: int = 50
@@ -823,41 +848,57 @@ class PostgresStore:
             return []
         where, params = _message_where(flt)
         join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id is not None or flt.agent_id is not None else ""
+        select = f"SELECT {_M_COLS}, sc.score FROM messages m {join}"
+        rank = (
+            "CROSS JOIN LATERAL (SELECT sum(w.idf * (t.tf * {k1p1}) / "
+            "(t.tf + {k1} * (1 - {b} + {b} * length(m.tsv) / {avgdl}))) AS score "
+            "FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf "
+            "FROM unnest(m.tsv) u) t JOIN w ON w.lexeme = t.lexeme) sc"
+        )
+        tail = f"{where} ORDER BY sc.score DESC, m.id LIMIT %s"
 
-        def run(conn: Conn) -> list[KeywordHit]:
-            rows = conn.execute(
-                "SELECT DISTINCT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))",
-                (TEXT_CONFIG, " ".join(words)),
-            ).fetchall()
-            lexemes = sorted(r[0] for r in rows)
-            if not lexemes:
+        def run(conn: Conn) -> list[Any]:
+            n_docs, avgdl = self._corpus(conn)
+            if n_docs < self._exact_below:
+                # A small log: count N, the average length and every document frequency
+                # exactly, in the same statement as the search (one round trip).
+                return conn.execute(
+                    f"""
+                    WITH lit AS (
+                        SELECT DISTINCT lexeme, {_QUOTED_LEXEME} AS query
+                        FROM unnest(to_tsvector(%s::regconfig, %s)) AS l),
+                    tsq AS (SELECT string_agg(query::text, ' | ')::tsquery AS query FROM lit),
+                    corpus AS (SELECT count(*)::float8 AS n,
+                                      greatest(coalesce(avg(length(tsv)), 1), 1)::float8 AS avgdl
+                               FROM messages),
+                    w AS (SELECT lit.lexeme,
+                                 greatest(1e-6, ln((c.n - d.df + 0.5) / (d.df + 0.5))) AS idf
+                          FROM lit CROSS JOIN corpus c
+                          CROSS JOIN LATERAL (SELECT count(*) AS df FROM messages x
+                                              WHERE x.tsv @@ lit.query) d)
+                    {select} CROSS JOIN tsq CROSS JOIN corpus c
+                    {rank.format(k1p1=_K1 + 1, k1=_K1, b=_B, avgdl="c.avgdl")}
+                    WHERE m.tsv @@ tsq.query {tail}
+                    """,
+                    (TEXT_CONFIG, " ".join(words), *params, int(limit)),
+                ).fetchall()
+            df = self._doc_freqs(conn, words)
+            if not df:
                 return []  # only stopwords of the text-search config
-            n_docs, avgdl, df = self._corpus_stats(conn, lexemes)
-            idf = [fts5_idf(n_docs, df.get(lex, 0)) for lex in lexemes]
-            hits = conn.execute(
+            lexemes = sorted(df)
+            idf = [fts5_idf(n_docs, df[lex]) for lex in lexemes]
+            return conn.execute(
                 f"""
-                WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[]))
-                SELECT {_M_COLS}, sc.score
-                FROM messages m {join}
-                CROSS JOIN LATERAL (
-                    SELECT sum(q.idf * (t.tf * %s) / (t.tf + %s * (1 - %s + %s * length(m.tsv) / %s)))
-                        AS score
-                    FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
-                          FROM unnest(m.tsv) u) t
-                    JOIN q ON q.lexeme = t.lexeme
-                ) sc
-                WHERE m.tsv @@ %s::tsquery {where}
-                ORDER BY sc.score DESC, m.id
-                LIMIT %s
+                WITH w(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[]))
+                {select}
+                {rank.format(k1p1=_K1 + 1, k1=_K1, b=_B, avgdl="%s")}
+                WHERE m.tsv @@ %s::tsquery {tail}
                 """,
-                (
-                    lexemes, idf, _K1 + 1, _K1, _B, _B, avgdl, tsquery_literal(lexemes),
-                    *params, int(limit),
-                ),
+                (lexemes, idf, avgdl, tsquery_literal(lexemes), *params, int(limit)),
             ).fetchall()
-            return [KeywordHit(row_to_message(r[:16]), float(r[16])) for r in hits]
 
-        return self._run(run, write=False)
+        rows = self._run(run, write=False)
+        return [KeywordHit(row_to_message(r[:16]), float(r[16])) for r in rows]
 
     def rebuild_keyword_index(self) -> int:
         """The tsvector is a generated column, so it cannot drift; rebuild the GIN index itself."""
@@ -870,8 +911,9 @@ class PostgresStore:
 
         count = self.write(run)
         with self._stats_lock:
-            self._corpus = None
+            self._corpus_cache = None
             self._df.clear()
+            self._lexemes.clear()
         return count
 
     # ------------------------------------------------------------ derived
