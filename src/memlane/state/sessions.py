@@ -47,7 +47,7 @@ class SessionManager:
         idle_timeout: timedelta = timedelta(hours=1),
         max_active_per_user: int = 10,
         split_on_topic_change: bool = False,
-        topic_change_threshold: float = 0.2,
+        topic_change_threshold: float = 0.15,
         topic_window: int = 6,
         expire_status: str = "paused",
         embedder: Embedder | None = None,
@@ -174,6 +174,10 @@ class SessionManager:
                     found = get_embedder("hashing")
             self._embedder = found
         return self._embedder
+
+    @embedder.setter
+    def embedder(self, value: Embedder) -> None:
+        self._embedder = value
 
     def detect_topic_change(self, query: str, session_id: str) -> bool:
         """Whether ``query`` moves away from everything recent in the session.
