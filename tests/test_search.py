@@ -138,11 +138,14 @@ def test_filters(mem: Memory) -> None:
 
 
 def test_speaker_named_in_query_is_preferred(mem: Memory) -> None:
-    _chat(mem)
+    for sid, who in (("s-ann", "Ann"), ("s-bob", "Bob"), ("s-cy", "Cy")):
+        mem.add(sid, "I finally fixed the old kayak", author_name=who)
     mem.flush(10)
-    hits = mem.search("what did Bob fix?", top_k=2)
-    assert hits[0].message.author_name == "Bob"
-    assert hits[0].scores["speaker"] == 1.0
+    for who in ("Bob", "Ann"):
+        hits = mem.search(f"what did {who} fix?", top_k=3)
+        assert hits[0].message.author_name == who
+        assert hits[0].scores["speaker"] == 1.0 and hits[1].scores["speaker"] == 0.0
+    assert mem.search("what did Bob's friend fix?")[0].message.author_name == "Bob"
 
 
 def test_relevant_context_fits_budget_and_dedups(mem: Memory) -> None:

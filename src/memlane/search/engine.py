@@ -38,12 +38,34 @@ from memlane.models import Message, MessageFilter, SearchHit, Session, to_epoch
 from memlane.search.embedders import Embedder
 from memlane.search.vectors import VectorIndex, Vectors
 from memlane.store import Store
-from memlane.text import snippet
+from memlane.text import content_words, snippet
 
 Mode = Literal["hybrid", "keyword", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
 
 _NAME_RE = re.compile(r"[^\W\d_][\w'’-]*")
+_POSSESSIVE = re.compile(r"['’]s?$")
+
+
+def _stems(text: str) -> set[str]:
+    """Crude stems of the content words: enough to match "painted" with "painting"."""
+    return {_stem(w) for w in content_words(text) if len(w) > 2}
+
+
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:5]
+
+
+def _base(word: str) -> str:
+    """Lower-case word without a possessive ending: "Caroline's" -> "caroline"."""
+    return _POSSESSIVE.sub("", word.lower())
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +73,11 @@ class RecallConfig:
     """Weights of the fused score. Defaults are the tuned values."""
 
     pool: int = 100
-    semantic: float = 0.6
-    keyword: float = 0.4
-    speaker: float = 0.1
-    neighbour: float = 0.15
-    session: float = 0.1
+    semantic: float = 0.5
+    keyword: float = 0.5
+    speaker: float = 0.35
+    neighbour: float = 0.3
+    session: float = 0.3
     recency: float = 0.02
     importance: float = 0.05
     #: recency half-life in days
@@ -64,6 +86,10 @@ class RecallConfig:
     semantic_floor: float = 0.1
     #: how many of a session's best candidates make its relevance
     session_top: int = 3
+    #: leave speakers' names out of the keyword query (the speaker part scores them)
+    strip_names: bool = True
+    #: share of the query's terms found in the message and its adjacent turns
+    coverage: float = 0.4
 
     def with_(self, **changes: float | int) -> RecallConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -76,6 +102,8 @@ class Candidate:
     semantic: float = 0.0  # cosine similarity, 0 when the message has no vector
     keyword_rank: int | None = None
     semantic_rank: int | None = None
+    #: text of the adjacent turns of the same session (for query-term coverage)
+    context: str = ""
 
 
 class RecallEngine:
@@ -128,14 +156,24 @@ class RecallEngine:
         authors = self._known_authors()
         if not authors:
             return set()
-        words = {w.lower().rstrip("'’s") for w in _NAME_RE.findall(query)}
-        words |= {w.lower() for w in _NAME_RE.findall(query)}
+        words = {_base(w) for w in _NAME_RE.findall(query)}
         out: set[str] = set()
         for name in authors:
             parts = name.split()
             if name in words or any(p in words for p in parts if len(p) > 2):
                 out.add(name)
         return out
+
+    def _keyword_query(self, query: str) -> str:
+        """The query without speakers' names: a name matches every turn that addresses that
+        person, which is noise for BM25; the speaker part of the score uses it instead."""
+        if not self.config.strip_names:
+            return query
+        names = {p for name in self.named_speakers(query) for p in name.split()}
+        if not names:
+            return query
+        kept = [w for w in _NAME_RE.findall(query) if _base(w) not in names]
+        return " ".join(kept) if kept else query
 
     # ------------------------------------------------------------ candidates
 
@@ -159,7 +197,8 @@ class RecallEngine:
         size = pool or self.config.pool
         found: dict[int, Candidate] = {}
         if mode in ("hybrid", "keyword"):
-            for rank, hit in enumerate(self.store.keyword_search(query, flt, limit=size)):
+            kw_query = self._keyword_query(query) if mode == "hybrid" else query
+            for rank, hit in enumerate(self.store.keyword_search(kw_query, flt, limit=size)):
                 if hit.message.id is None:
                     continue
                 found[hit.message.id] = Candidate(hit.message, keyword=hit.score, keyword_rank=rank)
@@ -182,7 +221,21 @@ class RecallEngine:
                 if unscored:
                     for mid, sim in self.index.similarities(qvec, unscored).items():
                         found[mid].semantic = sim
-        return list(found.values())
+        out = list(found.values())
+        if mode == "hybrid" and self.config.coverage:
+            self._attach_context(out)
+        return out
+
+    def _attach_context(self, cands: list[Candidate]) -> None:
+        wanted = {mid + d for c in cands if (mid := c.message.id) for d in (-1, 1)}
+        near = {m.id: m for m in self.store.get_messages(sorted(wanted))} if wanted else {}
+        for c in cands:
+            mid = c.message.id or 0
+            parts = [
+                m.content for m in (near.get(mid - 1), near.get(mid + 1))
+                if m is not None and m.session_id == c.message.session_id
+            ]
+            c.context = " ".join(parts)
 
     # ------------------------------------------------------------ ranking
 
@@ -210,6 +263,8 @@ class RecallEngine:
         floor = max(cfg.semantic_floor, float(np.percentile(sims, 10)) if len(sims) > 10 else cfg.semantic_floor)
         span = max(top_sim - floor, 1e-6)
         speakers = self.named_speakers(query) if cfg.speaker else set()
+        names = {part for name in speakers for part in name.split()}
+        terms = _stems(query) - names if cfg.coverage else set()
         newest = max(to_epoch(c.message.created_at) for c in cands)
 
         parts: list[dict[str, float]] = []
@@ -224,6 +279,10 @@ class RecallEngine:
                 b = p["keyword"]
             author = (c.message.author_name or "").lower()
             p["speaker"] = 1.0 if author and author in speakers else 0.0
+            if cfg.coverage and terms:
+                have = _stems(c.message.content + " " + c.context)
+                p["coverage"] = len(terms & have) / len(terms)
+                b += cfg.coverage * p["coverage"]
             parts.append(p)
             base.append(b)
 
