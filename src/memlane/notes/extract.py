@@ -102,7 +102,7 @@ _TRAILING_FILLERS = re.compile(
     re.IGNORECASE,
 )
 _CLAUSE_BREAK = re.compile(
-    r"\s*(?:,|;|:|\s-\s|\s–\s|\bbut\b|\bbecause\b|\bsince\b|\bso that\b|\bwhich\b|\bwho\b|"
+    r"\s*(?:,|;|:|\s-\s|\s–\s|\bbut\b|\band\s+(?:i\s+|also\s+)?(?:love|like|enjoy|hate|prefer|work|live|moved|have|am)\b|\bbecause\b|\bsince\b|\bso that\b|\bwhich\b|\bwho\b|"
     r"\baber\b|\bweil\b|\bdenn\b|\bda\b|\bdas ist\b|\bund ich\b|\band i\b)",
     re.IGNORECASE,
 )
@@ -567,8 +567,9 @@ def _entities(sentence: str) -> list[str]:
         words = text.split()
         if opener and len(words) == 1:
             continue  # a capital after a full stop says nothing
-        if opener:
-            text = " ".join(words[1:]) if words[0].lower() in _ENTITY_STOP else text
+        if opener and (words[0].lower() in _ENTITY_STOP or len(words) >= 3):
+            # "Meet Maria Lopez": the opener is grammar; "Maria Lopez called": it is the name.
+            text = " ".join(words[1:])
         if not text or text.lower() in _ENTITY_STOP or len(text) < 2:
             continue
         if text not in out:
