@@ -262,3 +262,26 @@ def test_cli_context(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "unknown context strategy" in bad.stderr
     arch = _cli("--store", str(db), "context", "cli-s", "--archived", "--json")
     assert arch.returncode == 0 and json.loads(arch.stdout) == []
+
+
+def test_room_messages_carry_the_speaker(tmp_path: Path) -> None:
+    """Seed 003: in a room everybody is "user"; the packet says who spoke, the Anchor marked."""
+    from memlane.rooms.anchor import ensure_room
+
+    with Memory(tmp_path / "r.db", embedder="hashing", anchor_id="@jan:example.org",
+                anchor_name="JanHein") as mem:
+        room = ensure_room(mem, "!room:example.org", name="Physics").id
+        mem.add(room, "What is quantum computing?", author_id="@jan:example.org", author_name="JanHein")
+        mem.add(room, "Quantum computing uses qubits.", role="assistant")
+        mem.add(room, "How does that differ from classical computing?", author_id="@maria:example.org",
+                author_name="Maria")
+        packet = mem.context(room, max_tokens=300)
+        users = [m["content"] for m in packet.to_messages() if m["role"] == "user"]
+        assert users == [
+            "Anchor (JanHein): What is quantum computing?",
+            "Maria: How does that differ from classical computing?",
+        ]
+        assert packet.budget is not None
+        assert packet.budget.used == get_counter(None).count_messages(packet.render().messages)
+        # The stored messages are untouched.
+        assert mem.load_session(room)[0].content == "What is quantum computing?"

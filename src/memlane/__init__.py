@@ -8,6 +8,8 @@ Start with :class:`Memory`::
     mem.save_message(sid, {"role": "user", "content": "hi"})
 """
 
+from typing import TYPE_CHECKING, Any
+
 from memlane.config import Settings, load_settings
 from memlane.errors import (
     ConfigError,
@@ -25,11 +27,32 @@ from memlane.errors import (
 from memlane.memory import Memory
 from memlane.models import Message, SearchHit, Session, Turn
 
+if TYPE_CHECKING:
+    from memlane.context.packet import ContextPacket
+    from memlane.state.checkpoint import ConversationCheckpointSnapshot
+
 __version__ = "0.1.0"
+
+# Imported on first use: the context engine pulls in numpy, `import memlane` stays cheap.
+_LAZY = {
+    "ContextPacket": "memlane.context.packet",
+    "ConversationCheckpointSnapshot": "memlane.state.checkpoint",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'memlane' has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigError",
     "ConflictError",
+    "ContextPacket",
+    "ConversationCheckpointSnapshot",
     "CorruptRecordError",
     "EmbedderMismatchError",
     "InvalidInputError",

@@ -498,6 +498,35 @@ def _notes(mem: Memory, session: Session, query: str | None, max_tokens: int) ->
     return [t for t in (_text(n).strip() for n in found or ()) if t]
 
 
+def _labelled(
+    mem: Memory, session: Session, groups: list[list[Message]]
+) -> list[list[Message]]:
+    """User messages prefixed with their speaker in a room ("Anchor (JanHein): ...").
+
+    Chat APIs have one "user" role for everybody, so in a multi-party room the
+    speaker must be in the text (seed 003). Uses the rooms component's
+    ``label_messages``; a one-person chat is left as it is.
+    """
+    label = mem.extensions.get("label_messages")
+    if not callable(label) or not groups:
+        return groups
+    authors = {
+        m.author_id or m.author_name for g in groups for m in g
+        if m.role == "user" and (m.author_id or m.author_name)
+    }
+    if session.metadata.get("kind") != "room" and len(authors) < 2:
+        return groups
+    out: list[list[Message]] = []
+    for group in groups:
+        labelled = list(label(group))
+        # A changed text needs a fresh token count.
+        out.append([
+            new if new.content == old.content else new.with_(token_count=None)
+            for new, old in zip(labelled, group, strict=True)
+        ])
+    return out
+
+
 def build_packet(
     mem: Memory,
     session_id: str,
@@ -529,6 +558,8 @@ def build_packet(
         use_cache=counter is mem.counter, summary=record,
     )
     sel = strategy_fn(ctx)
+    sel.turns = _labelled(mem, session, sel.turns)
+    sel.pinned = _labelled(mem, session, sel.pinned)
     state = session_state(mem, session, record)
     status = state.status if state.status not in ("", "active") else session.status
     # The newest turn is always sent; anything else recalled is dropped at render

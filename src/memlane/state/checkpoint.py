@@ -408,8 +408,8 @@ def shutdown(mem: Memory, session_id: str | None = None, *, close: bool = False)
 
     1. flush pending writes and background work; 2. fold the remaining turns
     into a final rolling summary delta; 3. refresh the session state;
-    5. emit long-term memory candidates through ``mem.extensions["promote"]``
-    when a notes component registered one; 6. mark ``shutdown_clean``;
+    5. emit long-term memory candidates through the notes component's
+    promotion gate (or ``mem.extensions["promote"]``) when one is attached; 6. mark ``shutdown_clean``;
     4. write the checkpoint — after the mark, so that it records the final
     status; 7. close the store when ``close`` is set.
     Returns ``{session_id: checkpoint path or None}``.
@@ -419,6 +419,8 @@ def shutdown(mem: Memory, session_id: str | None = None, *, close: bool = False)
     targets = [session_id] if session_id is not None else sorted(manager.seen)
     written: dict[str, Any] = {}
     promote = mem.extensions.get("promote")
+    if not callable(promote):  # the notes component's gate, when it is attached
+        promote = getattr(getattr(mem.extensions.get("notes"), "promoter", None), "catch_up", None)
     for sid in targets:
         mem.get_session(sid)
         if manager.summaries is not None:
