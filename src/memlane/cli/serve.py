@@ -229,10 +229,40 @@ def chat_cmd(
         mem.close()
 
 
+# ---------------------------------------------------------------- bench
+
+
+def bench_serve_cmd(
+    clients: int = typer.Option(8, "--clients", "-c", min=1, max=256, help="Concurrent clients."),
+    duration: float = typer.Option(60.0, "--duration", "-d", min=1.0, help="Seconds to run."),
+    search_every: int = typer.Option(5, "--search-every", min=0, help="Every n-th request is a search (0: none)."),
+    url: str | None = typer.Option(None, "--url", help="Bench a running server instead of starting one."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="MEMLANE_API_KEY", help="API key for --url."),
+    embedder: str | None = typer.Option(None, "--embedder", help="Embedder of the started server (default: configured)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Load-test the server: clients append and search; reports throughput, p50/p95 and
+    checks that every acknowledged message is stored."""
+    _need_server_extra()
+    from memlane.server.bench import run_serve_bench
+
+    with err_console.status("benchmarking the server") as status:
+        result = run_serve_bench(url=url, api_key=api_key, clients=clients, duration=duration,
+                                 search_every=search_every, embedder=embedder,
+                                 progress=lambda msg: status.update(msg))
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        console.print_json(json.dumps(result))
+    if not result["ok"]:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.command("mcp")(mcp_cmd)
     app.command("chat")(chat_cmd)
+    bench_app.command("serve")(bench_serve_cmd)
     app.add_typer(keys_app, name="keys")
     keys_app.command("create")(keys_create_cmd)
     keys_app.command("list")(keys_list_cmd)

@@ -1,0 +1,198 @@
+"""`memlane bench serve`: N concurrent clients appending and searching against a real server.
+
+Without ``--url`` a fresh ``memlane serve`` runs in a subprocess on a temporary
+SQLite file (the default durability: every acknowledged append is fsynced), so
+server and clients do not share one interpreter lock. At the end every
+message the server acknowledged is read back and compared: the run fails if
+one is missing or different.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+_SENTENCES = (
+    "I'm planning a trip to Lisbon in May and I'm vegetarian.",
+    "Can you remind me to book the train to Sintra on Friday?",
+    "My sister Lena moved to Graz last year and works as a nurse.",
+    "The deployment failed again because the disk on db-2 is full.",
+    "Let's use PostgreSQL for the new service and keep SQLite for tests.",
+    "Ich brauche einen neuen Benutzer für den Backup-Dienst.",
+    "What was the name of the bakery near the river we liked?",
+    "Please summarise yesterday's meeting about the Q3 roadmap.",
+)
+_QUERIES = ("vegetarian Lisbon", "Sintra train", "sister Graz", "disk full", "PostgreSQL", "Benutzer Backup")
+
+
+@dataclass
+class _ClientResult:
+    session_id: str
+    acked: dict[int, str] = field(default_factory=dict)
+    append_latencies: list[float] = field(default_factory=list)
+    search_latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _latency(values: list[float]) -> dict[str, float]:
+    ms = [v * 1000 for v in values]
+    return {
+        "count": len(ms),
+        "p50_ms": round(_percentile(ms, 50), 2),
+        "p95_ms": round(_percentile(ms, 95), 2),
+        "p99_ms": round(_percentile(ms, 99), 2),
+        "mean_ms": round(statistics.fmean(ms), 2) if ms else 0.0,
+    }
+
+
+def _client(url: str, headers: dict[str, str], deadline: float, search_every: int, seed: int,
+            result: _ClientResult) -> None:
+    rng = random.Random(seed)
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1
+            try:
+                if search_every and n % search_every == 0:
+                    started = time.perf_counter()
+                    r = http.post("/v1/search", json={"query": rng.choice(_QUERIES), "top_k": 5})
+                    if r.status_code != 200:
+                        result.errors.append(f"search {r.status_code}: {r.text[:200]}")
+                        continue
+                    result.search_latencies.append(time.perf_counter() - started)
+                else:
+                    content = f"{rng.choice(_SENTENCES)} (#{n})"
+                    role = "user" if n % 2 else "assistant"
+                    started = time.perf_counter()
+                    r = http.post(f"/v1/sessions/{result.session_id}/messages", json={"role": role, "content": content})
+                    if r.status_code != 201:
+                        result.errors.append(f"append {r.status_code}: {r.text[:200]}")
+                        continue
+                    result.append_latencies.append(time.perf_counter() - started)
+                    result.acked[int(r.json()["id"])] = content
+            except httpx.HTTPError as exc:
+                result.errors.append(f"{type(exc).__name__}: {exc}")
+
+
+@contextmanager
+def _local_server(embedder: str | None) -> Iterator[str]:
+    """A `memlane serve` subprocess on a fresh database; yields its URL."""
+    with tempfile.TemporaryDirectory(prefix="memlane-bench-") as tmp:
+        env = dict(os.environ)
+        if embedder:
+            env["MEMLANE_EMBEDDER"] = embedder
+        cmd = [sys.executable, "-m", "memlane.cli.main", "--store", str(Path(tmp) / "bench.db"),
+               "serve", "--port", "0", "--no-mcp"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        try:
+            url = ""
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if "inspector" in line and "http://" in line:
+                    url = line.split()[-1].rstrip("/")
+                if line.startswith("Press Ctrl-C"):
+                    break
+            if not url:
+                raise RuntimeError(f"the bench server did not start (exit {proc.poll()})")
+            threading.Thread(target=lambda: [None for _ in proc.stdout or ()], daemon=True).start()
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _verify(url: str, headers: dict[str, str], results: list[_ClientResult]) -> dict[str, int]:
+    acked = missing = different = 0
+    with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
+        for res in results:
+            r = http.get(f"/v1/sessions/{res.session_id}/messages", params={"include_hidden": "true"})
+            if r.status_code == 404 and not res.acked:
+                continue
+            r.raise_for_status()
+            stored = {int(m["id"]): m["content"] for m in r.json()["messages"]}
+            for mid, content in res.acked.items():
+                acked += 1
+                if mid not in stored:
+                    missing += 1
+                elif stored[mid] != content:
+                    different += 1
+    return {"acknowledged": acked, "missing": missing, "different": different}
+
+
+def run_serve_bench(
+    *,
+    url: str | None = None,
+    api_key: str | None = None,
+    clients: int = 8,
+    duration: float = 60.0,
+    search_every: int = 5,
+    embedder: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    say = progress or (lambda _msg: None)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def run(base: str) -> dict[str, Any]:
+        results = [_ClientResult(session_id=f"bench-{i}-{uuid.uuid4().hex[:8]}") for i in range(clients)]
+        say(f"{clients} clients for {duration:g}s against {base}")
+        deadline = time.monotonic() + duration
+        started = time.perf_counter()
+        threads = [
+            threading.Thread(target=_client, args=(base, headers, deadline, search_every, i, res), daemon=True)
+            for i, res in enumerate(results)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - started
+        say("verifying every acknowledged message")
+        verified = _verify(base, headers, results)
+        appends = [v for r in results for v in r.append_latencies]
+        searches = [v for r in results for v in r.search_latencies]
+        errors = [e for r in results for e in r.errors]
+        return {
+            "server": base if url else "memlane serve (subprocess, fresh SQLite, durability full)",
+            "clients": clients,
+            "duration_s": round(elapsed, 2),
+            "requests": len(appends) + len(searches),
+            "throughput_rps": round((len(appends) + len(searches)) / elapsed, 1),
+            "appends_per_s": round(len(appends) / elapsed, 1),
+            "append": _latency(appends),
+            "search": _latency(searches),
+            "errors": len(errors),
+            "error_samples": errors[:5],
+            "verified": verified,
+            "ok": not errors and verified["missing"] == 0 and verified["different"] == 0,
+        }
+
+    if url:
+        return run(url.rstrip("/"))
+    say("starting memlane serve on a temporary database")
+    with _local_server(embedder) as base:
+        return run(base)
