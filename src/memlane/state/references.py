@@ -320,16 +320,21 @@ def _prev_word(text: str, start: int) -> str:
     return words[-1] if words else ""
 
 
-def _next_word(text: str, end: int) -> str:
-    found = re.match(r"\s+([\w'’-]+)", text[end:])
-    return found.group(1) if found else ""
+_FOLLOWING = re.compile(r"((?:\s+[\w'’-]+){0,3})")
+
+
+def _next_words(text: str, end: int, n: int = 2) -> list[str]:
+    """The ``n`` words right after position ``end`` ("" where there are none)."""
+    found = _FOLLOWING.match(text, end)
+    words = found.group(1).split()[:n] if found else []
+    return words + [""] * (n - len(words))
 
 
 def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
     """Whether a pronoun-shaped word is really a reference back into the conversation."""
     word = m.group(1).lower()
     start, end = m.span(1)
-    after = _next_word(query, end)
+    after, second = _next_words(query, end)
     low_after = after.lower()
     window = query[max(0, start - 8): end + 30]
     if word == "it" and _EXPLETIVE_EN.search(window):
@@ -341,8 +346,8 @@ def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
     if word == "that" and _prev_word(query, start) in _THAT_CONJ_BEFORE:
         return False  # "I think that's ..." reads as a statement, not a pointer
     if word in ("das", "dies", "dieses", "diese"):
-        if after[:1].isupper():
-            return False  # an article or determiner: "das System", "diese Datei"
+        if after[:1].isupper() or (after.islower() and second[:1].isupper()):
+            return False  # an article or determiner: "das System", "das neue System"
         if query[:start].rstrip().endswith(","):
             return False  # a relative pronoun: "das Buch, das ich las"
     # A pronoun after "X and ..." in the same query usually points to X, not back in time.
