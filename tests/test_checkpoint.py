@@ -266,3 +266,22 @@ def test_atomic_write_keeps_the_old_file_on_failure(tmp_path: Path, monkeypatch:
         atomic_write(path, b'{"new": true}')
     assert path.read_bytes() == b'{"old": true}'
     assert list(path.parent.iterdir()) == [path]  # no temp file left behind
+
+
+def test_deleted_session_leaves_no_checkpoint_behind(db: Path) -> None:
+    """Work queued before a delete must not write the deleted conversation back to disk."""
+    with Memory(db, embedder="hashing") as mem:
+        directory = _checkpoints(mem).directory
+        assert directory is not None
+        for i in range(6):
+            sid = mem.create_session(session_id=f"d{i}")
+            write_script(mem, sid, EN[:3])  # queues background work
+            mem.delete_session(sid)  # at once, while that work may be running
+        mem.flush()
+        assert not list(directory.glob("*.json"))
+        # The same id used again is a new conversation, checkpointed as usual.
+        mem.create_session(session_id="d0")
+        write_script(mem, "d0", DE[:2])
+        mem.flush()
+        snap = _checkpoints(mem).read("d0")
+        assert snap is not None and snap.turn_count == 2

@@ -312,6 +312,10 @@ class _Worker:
                     self._busy -= 1
                     self._cond.notify_all()
 
+    def discard(self, session_id: str) -> None:
+        with self._cond:
+            self._pending.pop(session_id, None)
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the queue is empty; False on timeout."""
         with self._cond:
@@ -355,6 +359,8 @@ class SummaryManager:
         self._locks_guard = threading.Lock()
         # Ids announced by a forget hook but maybe not yet deleted from the store.
         self._forgotten: dict[str, set[int]] = {}
+        #: Sessions deleted in this process (until a message arrives for the id again).
+        self.deleted: set[str] = set()
         self.after_update: list[Callable[[str], None]] = []
         self.worker = _Worker(self._background)
 
@@ -368,7 +374,7 @@ class SummaryManager:
             return found
 
     def _background(self, session_id: str) -> None:
-        if self.mem.store.get_session(session_id) is None:
+        if session_id in self.deleted or self.mem.store.get_session(session_id) is None:
             return  # deleted meanwhile
         rec = self.update(session_id)
         self._share(rec)
@@ -394,20 +400,26 @@ class SummaryManager:
     def observe(self, session: Session, stored: list[Message]) -> None:
         """Observer on durable appends: queue the session, nothing else."""
         if stored:
+            self.deleted.discard(session.id)  # a session of that id lives (again)
             self.worker.submit(session.id)
 
     def forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
-        """Forget hook: drop the derived summary; it is rebuilt without those messages."""
+        """Forget hook: drop the derived summary; the next read rebuilds it without them.
+
+        Nothing is queued here: the hook runs before the messages are deleted,
+        and work started now could still read them. A deleted session is
+        tombstoned so that work queued before cannot write for it again.
+        """
         with self.lock(session_id):
             if message_ids is None:
                 self._forgotten.pop(session_id, None)
+                self.deleted.add(session_id)
+                self.worker.discard(session_id)
             else:
                 self._forgotten.setdefault(session_id, set()).update(message_ids)
             self._rolling.pop(session_id, None)
             with contextlib.suppress(MemlaneError):
                 self.mem.store.delete_derived(session_id, SUMMARY_KIND)
-        if message_ids is not None:
-            self.worker.submit(session_id)
 
     def visible(self, session_id: str, messages: Iterable[Message]) -> list[Message]:
         gone = self._forgotten.get(session_id)

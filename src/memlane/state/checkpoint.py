@@ -261,6 +261,8 @@ class CheckpointManager:
             return None
         lock = self.summaries.lock(session_id) if self.summaries is not None else self._lock
         with lock:
+            if self.summaries is not None and session_id in self.summaries.deleted:
+                return None  # deleted (forgotten) while this write was queued
             snap = self.snapshot(session_id, reason, status=status)
             data = json.dumps(snap.to_json(), ensure_ascii=False, separators=(",", ":"), default=str)
             atomic_write(path, data.encode("utf-8"))
