@@ -52,7 +52,7 @@ class Settings(BaseModel):
     # lifecycle limits enforced by `memlane maintain` (None = no limit)
     max_turns_per_session: int | None = Field(None, ge=1)
     max_sessions: int | None = Field(None, ge=1)
-    archive_after_days: int | None = Field(90, ge=1)
+    archive_after_days: int | None = Field(90, ge=0)  # 0 or None: never archive
     maintain_every_minutes: int | None = Field(None, ge=1)
 
     def storage_url(self) -> str:

@@ -3,7 +3,7 @@
 ``maintain`` enforces, in order:
 
 1. promotion of any backlog (so nothing is pruned before its notes are distilled);
-2. ``archive_after_days``: conversations inactive that long move to the archive tier —
+2. ``archive_after_days`` (0: never): conversations inactive that long move to the archive tier —
    status ``archived``, out of context, still searchable, restorable;
 3. ``auto_prune_days``: conversations inactive that long are deleted;
 4. ``max_sessions``: beyond that many conversations the least recently active are deleted;
@@ -110,7 +110,7 @@ def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False)
     if service is not None and not dry_run:
         report.promoted_sessions = service.promoter.catch_up_all()
 
-    if settings.archive_after_days is not None and service is not None:
+    if settings.archive_after_days and service is not None:
         cutoff = now - timedelta(days=settings.archive_after_days)
         for s in _all_sessions(mem, SessionFilter(inactive_before=cutoff)):
             if s.status == "archived":
