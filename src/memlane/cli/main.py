@@ -48,6 +48,7 @@ demo.register(app)
 bench.register(bench_app)
 __import__("memlane.cli.recall", fromlist=["register"]).register(app, eval_app, bench_app)
 serve.register(app, bench_app)
+__import__("memlane.cli.pg", fromlist=["register"]).register(app, bench_app)
 notes.register(app)
 
 
