@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -88,6 +90,8 @@ class Memory:
             self.store = path
         self.counter: TokenCounter = get_counter(self.settings.token_model)
         self._observers: list[Observer] = []
+        self._background_observers: list[Observer] = []
+        self._dispatcher: threading.Thread | None = None
         self._closers: list[Callable[[], None]] = []
         self._pending: deque[tuple[str, list[Message], TurnRecord | None]] = deque()
         self._pending_lock = threading.Lock()
@@ -119,6 +123,10 @@ class Memory:
         if self._closed:
             return
         self._closed = True
+        self._drain_dispatcher(timeout=30.0)
+        if self._dispatcher is not None:
+            self._dispatch_queue.put(None)
+            self._dispatcher.join(timeout=5.0)
         for closer in reversed(self._closers):
             try:
                 closer()
@@ -126,11 +134,60 @@ class Memory:
                 log.exception("error while closing a memlane component")
         self.store.close()
 
-    def add_observer(self, observer: Observer, *, on_close: Callable[[], None] | None = None) -> None:
-        """Subscribe to durable appends (used by indexing, state and summaries)."""
-        self._observers.append(observer)
+    def add_observer(
+        self,
+        observer: Observer,
+        *,
+        on_close: Callable[[], None] | None = None,
+        background: bool = False,
+    ) -> None:
+        """Subscribe to durable appends (used by indexing, state and summaries).
+
+        Inline observers run in the caller's thread and must be cheap (enqueue work).
+        ``background=True`` observers run in order on one worker thread, so work
+        such as state tracking never adds to the latency of ``add``;
+        ``flush()`` waits for them.
+        """
+        if background:
+            self._background_observers.append(observer)
+            self._start_dispatcher()
+        else:
+            self._observers.append(observer)
         if on_close is not None:
             self._closers.append(on_close)
+
+    def _start_dispatcher(self) -> None:
+        if self._dispatcher is not None:
+            return
+        self._dispatch_queue: queue.Queue[tuple[Session, list[Message]] | None] = queue.Queue()
+
+        def run() -> None:
+            while True:
+                item = self._dispatch_queue.get()
+                try:
+                    if item is None:
+                        return
+                    for observer in self._background_observers:
+                        try:
+                            observer(*item)
+                        except Exception:  # derived work must never break the worker
+                            log.exception("memlane background observer %r failed", observer)
+                finally:
+                    self._dispatch_queue.task_done()
+
+        self._dispatcher = threading.Thread(target=run, name="memlane-observers", daemon=True)
+        self._dispatcher.start()
+
+    def _drain_dispatcher(self, timeout: float | None) -> None:
+        if self._dispatcher is None:
+            return
+        # Queue.join has no timeout: poll its counter instead.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._dispatch_queue.unfinished_tasks:
+            if deadline is not None and time.monotonic() > deadline:
+                log.warning("background observers did not finish within %.1fs", timeout)
+                return
+            time.sleep(0.002)
 
     def add_closer(self, closer: Callable[[], None]) -> None:
         self._closers.append(closer)
@@ -291,6 +348,8 @@ class Memory:
         return sum(len(m) for _, m, _ in self._pending)
 
     def _notify(self, session: Session, stored: list[Message]) -> None:
+        if self._dispatcher is not None:
+            self._dispatch_queue.put((session, stored))
         for observer in self._observers:
             try:
                 observer(session, stored)
@@ -684,6 +743,7 @@ class Memory:
     def flush(self, timeout: float | None = None) -> None:
         """Wait for background work (indexing) and retry writes held in fail-open mode."""
         self._retry_pending()
+        self._drain_dispatcher(timeout)
         flusher = self.extensions.get("flush")
         if flusher is not None:
             flusher(timeout)

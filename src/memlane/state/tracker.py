@@ -703,6 +703,7 @@ def attach(mem: Memory) -> None:
 
     tracker = StateTracker(mem)
     mem.extensions["state"] = tracker
-    mem.add_observer(tracker.on_append)
+    # State tracking costs a few ms per turn: never on the caller's thread.
+    mem.add_observer(tracker.on_append, background=True)
     mem.extensions.setdefault("forget_hooks", []).append(tracker.on_forget)
     sessions.attach(mem)
