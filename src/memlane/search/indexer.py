@@ -69,7 +69,8 @@ class Indexer:
             return
         with self._cond:
             if len(self._queue) + len(wanted) > MAX_QUEUE:
-                self._backlog_due = self._backlog_due if self._backlog_due is not None else 0.0
+                if self._backlog_due is None:  # the log has them: the scan will find them
+                    self._backlog_due = 0.0
             else:
                 self._queue.extend(wanted)
             self._cond.notify_all()

@@ -20,10 +20,10 @@ import logging
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memlane.errors import InvalidInputError
-from memlane.models import Message, MessageFilter, SearchHit
+from memlane.models import Message, SearchHit
 from memlane.search.documents import RECIPE
 from memlane.search.embedders import Embedder, get_embedder
 from memlane.search.engine import RecallEngine
@@ -158,11 +158,3 @@ def relevant_context(
         out.append(item)
     return out
 
-
-def search_fn(engine: RecallEngine) -> Any:
-    """``mem.extensions['search']`` signature: (query, MessageFilter, top_k) -> hits."""
-
-    def run(query: str, flt: MessageFilter, top_k: int) -> list[SearchHit]:
-        return engine.search(query, flt, top_k)
-
-    return run

@@ -189,10 +189,6 @@ class SQLiteVectorIndex:
     writes and never sees a half-written turn.
     """
 
-    #: A filter whose candidate set is at most this big is searched exactly over those rows;
-    #: a looser one searches the whole matrix first and filters the best rows.
-    PREFILTER_MAX = 20_000
-
     def __init__(self, store: object) -> None:
         from memlane.store.sqlite import SQLiteStore
 
@@ -378,6 +374,11 @@ class SQLiteVectorIndex:
         matrix = self._synced()
         if matrix is None or matrix.size == 0:
             return []
+        # Two exact strategies, picked by how selective the filter is likely to be:
+        # a session is small, so score just its rows; anything else (a user, roles, a time
+        # range, "not hidden") usually keeps most rows, so score the whole matrix (~4 ms for
+        # 100k x 384 on two cores) and keep the best rows that pass, falling back to the
+        # candidate rows when too few of the best pass.
         q = self._query(query, matrix.dimension)
         flt = flt or MessageFilter()
         where, params = _filter_sql(flt)
