@@ -187,3 +187,17 @@ def test_tool_group_never_split() -> None:
         roles = [m["role"] for m in msgs]
         assert roles.count("tool") in (0, 2)
         assert (roles.count("tool") == 2) == ("tool_calls" in str(msgs))
+
+
+def test_long_text_is_cut_at_sentences_then_words() -> None:
+    counter = get_counter(None)
+    sentences = " ".join(f"Fact number {i} about the backup plan." for i in range(60))
+    one_sentence = " ".join(f"word{i}" for i in range(400))
+    for text, ending in ((sentences, "backup plan."), (one_sentence, "…")):
+        block = TextBlock("summary", "## S", [TextPart("", [TextItem(text, splittable=True)], bullet="")])
+        alloc = Allocator(Candidates(blocks={"summary": block}), counter, 1000).run().finish()
+        content = alloc.messages[0].content
+        assert content.endswith(ending) and len(content) < len(text)
+        assert alloc.report.truncated == ["summary"]
+        # The cap holds (20% of the budget) and the cut is as long as the cap allows.
+        assert 150 < alloc.report.sections["summary"] <= 200

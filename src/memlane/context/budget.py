@@ -264,18 +264,16 @@ class Allocator:
             self._accept_text(section, cost)
             return True
         if item.splittable:
+            # Whole sentences if any fit; else the first sentence cut after a word.
             sentences = split_sentences(item.text)
-            lo, hi, best = 1, len(sentences) - 1, 0
-            while lo <= hi:
-                mid = (lo + hi) // 2
-                self.chosen[id(item)] = " ".join(sentences[:mid])
-                cost = self._sys_cost(self.system_content()) - self.sys_tokens
-                if self._fits(section, cost):
-                    best, lo = mid, mid + 1
-                else:
-                    hi = mid - 1
-            if best:
-                self.chosen[id(item)] = " ".join(sentences[:best])
+            cut = self._longest_prefix(section, item, [" ".join(sentences[:k]) for k in range(1, len(sentences))])
+            if cut is None:
+                words = item.text.split()
+                cut = self._longest_prefix(
+                    section, item, [" ".join(words[:k]) + "…" for k in range(1, len(words))]
+                )
+            if cut is not None:
+                self.chosen[id(item)] = cut
                 cost = self._sys_cost(self.system_content()) - self.sys_tokens
                 self._accept_text(section, cost)
                 self.truncated.add(section)
@@ -283,6 +281,19 @@ class Allocator:
         del self.chosen[id(item)]
         self._count(self.dropped, section)
         return False
+
+    def _longest_prefix(self, section: str, item: TextItem, prefixes: Sequence[str]) -> str | None:
+        """The longest of ``prefixes`` (growing) that fits, by bisection; None if none does."""
+        lo, hi, best = 0, len(prefixes) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            self.chosen[id(item)] = prefixes[mid]
+            cost = self._sys_cost(self.system_content()) - self.sys_tokens
+            if self._fits(section, cost):
+                best, lo = prefixes[mid], mid + 1
+            else:
+                hi = mid - 1
+        return best
 
     def _accept_text(self, section: str, cost: int) -> None:
         self.sys_tokens += cost
