@@ -602,6 +602,10 @@ def note_store_for(store: object) -> NoteStore | None:
     """The note store that lives beside ``store``, or None when the backend has none yet."""
     if isinstance(store, SQLiteStore):
         return SQLiteNoteStore(store)
+    if type(store).__name__ == "PostgresStore":  # psycopg is an extra: import only when used
+        from memlane.notes.pg import PostgresNoteStore
+
+        return PostgresNoteStore(store)  # type: ignore[arg-type]
     factory = getattr(store, "note_store", None)
     if callable(factory):
         found = factory()

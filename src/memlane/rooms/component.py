@@ -45,15 +45,18 @@ def _extractor(mem: Memory) -> Extractor:
 
 
 def summary_tokens_saved(mem: Memory) -> int:
-    """Tokens the rolling summaries save over the turns they cover (SQLite stores)."""
+    """Tokens the rolling summaries save over the turns they cover (SQLite, PostgreSQL)."""
     read = getattr(mem.store, "read", None)
     if read is None:
         return 0
+    if type(mem.store).__name__ == "PostgresStore":
+        query = ("SELECT COALESCE(SUM((value->>'tokens_saved')::bigint), 0) FROM derived "
+                 "WHERE kind = 'summary'")
+    else:
+        query = ("SELECT COALESCE(SUM(CAST(json_extract(value, '$.tokens_saved') AS INTEGER)), 0) "
+                 "FROM derived WHERE kind = 'summary' AND json_valid(value)")
     try:
-        rows = read(
-            "SELECT COALESCE(SUM(CAST(json_extract(value, '$.tokens_saved') AS INTEGER)), 0) "
-            "FROM derived WHERE kind = 'summary' AND json_valid(value)"
-        )
+        rows = read(query)
         return int(rows[0][0] or 0)
     except Exception:  # a store without the derived table or JSON1: nothing to report
         return 0
