@@ -162,3 +162,23 @@ def test_stats_report_notes_tokens_and_summary_savings(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "memlane.cli.main", "--store", str(db), "maintain", "--json"],
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0 and json.loads(out.stdout)["dry_run"] is False
+
+
+def test_an_archived_conversation_is_out_of_context_but_searchable(tmp_path: Path) -> None:
+    with Memory(tmp_path / "a.db", embedder="hashing", anchor_id=ANCHOR) as mem:
+        mem.add("old-room", "The zeppelin budget was approved at 42 million.", author_id=ANCHOR)
+        mem.add("new-room", "Let's talk about the plan.", author_id=ANCHOR)
+        mem.flush(30)
+
+        def recalled() -> list[str]:
+            packet = mem.context("new-room", "zeppelin budget", 2000)
+            return [r.message.content for r in packet.recalled]
+
+        assert recalled() == ["The zeppelin budget was approved at 42 million."]
+        mem.archive_session("old-room")
+        assert recalled() == []
+        assert [h.message.session_id for h in mem.search("zeppelin budget")][:1] == ["old-room"]
+        found = mem.handle_command("new-room", "search the archive for zeppelin", ANCHOR)
+        assert [h.message.session_id for h in found.hits] == ["old-room"]
+        mem.unarchive_session("old-room")
+        assert recalled() == ["The zeppelin budget was approved at 42 million."]

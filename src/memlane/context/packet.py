@@ -468,6 +468,7 @@ def _recall(
         log.warning("recall for %r failed (%s); the packet goes without it", query, exc)
         return []
     titles: dict[str, str | None] = {}
+    archived: set[str] = set()
     out: list[RecalledMessage] = []
     for hit in hits:
         msg = hit.message
@@ -477,6 +478,10 @@ def _recall(
         if sid not in titles:
             other = hit.session or (mem.store.get_session(sid) if sid else None)
             titles[sid] = other.title if other is not None else None
+            if other is not None and other.status == "archived" and sid != session.id:
+                archived.add(sid)
+        if sid in archived:
+            continue  # the archive tier stays out of context ("search the archive for X" finds it)
         out.append(RecalledMessage(msg, hit.score, sid, titles[sid], sid == session.id))
         if len(out) >= RECALL_TOP_K:
             break
