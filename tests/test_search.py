@@ -196,3 +196,29 @@ def test_modes(mem: Memory, mode: str) -> None:
     mem.flush(10)
     hits = mem.extensions["recall"].search("kayak", MessageFilter(), 3, mode=mode)
     assert hits and "kayak" in hits[0].message.content.lower()
+
+
+def test_killed_before_flush_is_embedded_at_next_start(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "crash.db"
+    script = (
+        "import os, sys\n"
+        "from memlane import Memory\n"
+        "mem = Memory(sys.argv[1], embedder='hashing')\n"
+        "mem.extensions['indexer'].close(0)\n"  # the worker is gone: nothing gets embedded
+        "for i in range(40):\n"
+        "    mem.add('s', f'crash note {i} about kayaks')\n"
+        "os._exit(0)\n"  # no close, no flush: as if the process was killed
+    )
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=120)
+    store = SQLiteStore(path)
+    try:
+        assert store.count_messages() == 40
+        assert SQLiteVectorIndex(store).count() == 0
+    finally:
+        store.close()
+    with Memory(path, embedder="hashing") as mem:
+        mem.flush(30)
+        assert mem.extensions["recall"].index.count() == 40
