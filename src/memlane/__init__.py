@@ -29,14 +29,18 @@ from memlane.models import Message, SearchHit, Session, Turn
 
 if TYPE_CHECKING:
     from memlane.context.packet import ContextPacket
+    from memlane.notes.models import Note
+    from memlane.rooms.handler import CommandResult
     from memlane.state.checkpoint import ConversationCheckpointSnapshot
 
 __version__ = "0.1.0"
 
 # Imported on first use: the context engine pulls in numpy, `import memlane` stays cheap.
 _LAZY = {
+    "CommandResult": "memlane.rooms.handler",
     "ContextPacket": "memlane.context.packet",
     "ConversationCheckpointSnapshot": "memlane.state.checkpoint",
+    "Note": "memlane.notes.models",
 }
 
 
@@ -49,6 +53,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CommandResult",
     "ConfigError",
     "ConflictError",
     "ContextPacket",
@@ -61,6 +66,7 @@ __all__ = [
     "Message",
     "MissingExtraError",
     "NotFoundError",
+    "Note",
     "PermissionDeniedError",
     "SearchHit",
     "Session",
