@@ -285,3 +285,12 @@ def test_deleted_session_leaves_no_checkpoint_behind(db: Path) -> None:
         mem.flush()
         snap = _checkpoints(mem).read("d0")
         assert snap is not None and snap.turn_count == 2
+
+
+def test_hydrating_an_ended_conversation_does_not_reopen_it(db: Path) -> None:
+    _session(db, EN[:3])
+    with Memory(db, embedder="hashing") as mem:
+        mem.end_session("ops")
+        packet = mem.hydrate("ops")
+        assert packet.session_status == "ended" and mem.get_session("ops").status == "ended"
+        assert packet.turn_count == 3

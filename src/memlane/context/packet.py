@@ -566,7 +566,9 @@ def build_packet(
     sel.turns = _labelled(mem, session, sel.turns)
     sel.pinned = _labelled(mem, session, sel.pinned)
     state = session_state(mem, session, record)
-    status = state.status if state.status not in ("", "active") else session.status
+    # The session's lifecycle status (resuming, paused, ended...) wins; while it is
+    # active, the tracker says more (awaiting_clarification).
+    status = session.status if session.status != "active" else (state.status or "active")
     # The newest turn is always sent; anything else recalled is dropped at render
     # time only if it really went in verbatim.
     in_window = {m.id for m in (sel.turns[-1] if sel.turns else []) if m.id is not None}

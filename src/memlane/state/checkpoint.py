@@ -58,6 +58,8 @@ FORMAT = "memlane.checkpoint"
 VERSION = 1
 #: Statuses that a new message ends: the conversation is simply going on again.
 _RESUMABLE = frozenset({"resuming", "shutdown_clean"})
+#: Statuses hydration leaves alone (the session lifecycle's, not the PRD's).
+_KEEP_ON_HYDRATE = frozenset({"ended", "archived"})
 
 
 class CheckpointError(MemlaneError):
@@ -374,7 +376,7 @@ def hydrate(
     is the caller's: it gets the packet.
     """
     manager = _manager(mem)
-    mem.get_session(session_id)
+    session = mem.get_session(session_id)
     verdict, snap = manager.check(session_id)
     restored: list[str] = []
     if verdict == "fresh" and snap is not None:
@@ -387,13 +389,16 @@ def hydrate(
         if manager.summaries is not None:
             manager.summaries.update(session_id)
     # Step 7 comes before the packet here, so that the packet the agent is
-    # warmed with already says "resuming".
-    mem.update_session(session_id, status="resuming")
-    _tracker_save(mem, session_state(mem, mem.get_session(session_id)).raw, status="resuming")
+    # warmed with already says "resuming". An ended or archived conversation
+    # keeps its status: loading it is not reopening it.
+    status = session.status if session.status in _KEEP_ON_HYDRATE else "resuming"
+    if status == "resuming":
+        mem.update_session(session_id, status="resuming")
+        _tracker_save(mem, session_state(mem, mem.get_session(session_id)).raw, status="resuming")
     packet = mem.context(session_id, query=query, max_tokens=max_tokens, strategy=strategy)
     path = None
     try:
-        path = manager.write(session_id, "hydrate" if verdict == "fresh" else "rebuild", status="resuming")
+        path = manager.write(session_id, "hydrate" if verdict == "fresh" else "rebuild", status=status)
     except OSError as exc:
         log.warning("cannot write checkpoint of session %s: %s", session_id, exc)
     packet.meta["hydration"] = {
