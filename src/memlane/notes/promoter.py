@@ -104,36 +104,48 @@ class Promoter:
 
     # ------------------------------------------------------------ the work
 
-    def catch_up(self, session_id: str) -> list[WriteOutcome]:
-        """Promote every message of the session not yet read; returns what the gate did."""
+    def catch_up(self, session_id: str, *, timeout: float | None = None) -> list[WriteOutcome]:
+        """Promote every message of the session not yet read; returns what the gate did.
+
+        With ``timeout``, give up (doing nothing) when the background thread holds the
+        gate longer than that: a context read should not wait for a large backlog.
+        """
         outcomes: list[WriteOutcome] = []
-        with self._run_lock:
-            session = self.mem.store.get_session(session_id)
-            if session is None:
+        if not self._run_lock.acquire(timeout=-1 if timeout is None else timeout):
+            log.debug("notes of %s are being promoted in the background; not waiting", session_id)
+            return outcomes
+        try:
+            return self._catch_up(session_id, outcomes)
+        finally:
+            self._run_lock.release()
+
+    def _catch_up(self, session_id: str, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
+        session = self.mem.store.get_session(session_id)
+        if session is None:
+            return outcomes
+        ctx = ExtractionContext(
+            session_id=session.id,
+            anchor_id=self.anchor(),
+            anchor_name=self.mem.settings.anchor_name,
+            session_user_id=session.user_id,
+            is_command=self.is_command,
+        )
+        after = self.notes.progress(session.id)
+        while True:
+            batch: list[Message] = []
+            for msg in self.mem.store.iter_messages(session.id, after_id=after, include_hidden=False):
+                batch.append(msg)
+                if len(batch) >= _BATCH:
+                    break
+            if not batch:
                 return outcomes
-            ctx = ExtractionContext(
-                session_id=session.id,
-                anchor_id=self.anchor(),
-                anchor_name=self.mem.settings.anchor_name,
-                session_user_id=session.user_id,
-                is_command=self.is_command,
-            )
-            after = self.notes.progress(session.id)
-            while True:
-                batch: list[Message] = []
-                for msg in self.mem.store.iter_messages(session.id, after_id=after, include_hidden=False):
-                    batch.append(msg)
-                    if len(batch) >= _BATCH:
-                        break
-                if not batch:
-                    return outcomes
-                for cand in self.extractor.extract(batch, ctx):
-                    outcomes.append(self.gate.write_if_worthy(cand, tenant_id=session.tenant_id))
-                self.notes.add_facets(annotate(batch))
-                after = max(m.id or 0 for m in batch)
-                self.notes.set_progress(session.id, after)
-                if len(batch) < _BATCH:
-                    return outcomes
+            for cand in self.extractor.extract(batch, ctx):
+                outcomes.append(self.gate.write_if_worthy(cand, tenant_id=session.tenant_id))
+            self.notes.add_facets(annotate(batch))
+            after = max(m.id or 0 for m in batch)
+            self.notes.set_progress(session.id, after)
+            if len(batch) < _BATCH:
+                return outcomes
 
     def catch_up_all(self) -> int:
         """Promote the backlog of every session (``memlane maintain``); returns sessions done."""

@@ -72,7 +72,7 @@ class NotesService:
         session = self.mem.store.get_session(session_id)
         if session is None:
             return []
-        self.promoter.catch_up(session_id)
+        self.promoter.catch_up(session_id, timeout=2.0)
         flt = NoteFilter(tenant_id=session.tenant_id, visible_in=session_id, anchor_id=self.anchor())
         ranked: dict[int, tuple[float, Note]] = {}
         if query and query.strip():

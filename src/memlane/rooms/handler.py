@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memlane.context.keyphrases import STOPWORDS, normalize_term, tokenize_words
-from memlane.errors import MemlaneError, SessionNotFoundError
+from memlane.errors import MemlaneError
 from memlane.models import Message, SearchHit, utcnow
 from memlane.notes.extract import ExtractionContext
 from memlane.notes.models import AuditEntry, Note, NoteCandidate
@@ -308,9 +308,7 @@ def handle_command(
     cmd = parse_command(text)
     if cmd is None:
         return CommandResult(False)
-    session = mem.store.get_session(session_id)
-    if session is None:
-        raise SessionNotFoundError(session_id)
+    session = mem.ensure_session(session_id)  # a command may be the first word in a new room
     run = _Runner(mem, service, session_id, cmd, author_id, author_name, message_id)
     res = run.result
     if cmd.action in MUTATING_ACTIONS and not run.is_anchor:
