@@ -306,3 +306,20 @@ def test_sigkill_of_the_server_loses_no_acknowledged_write(tmp_path: object) -> 
             store.close()
     finally:
         server.cleanup()
+
+
+def test_api_keys_live_in_postgres(fresh_pg_store: PostgresStore) -> None:
+    from memlane.server.auth import KeyStore, key_store_for
+
+    keys = key_store_for(fresh_pg_store)
+    assert isinstance(keys, KeyStore) and not keys.has_active_keys()
+    record, plaintext = keys.create_key("acme", "ci")
+    assert keys.has_active_keys() and record.tenant_id == "acme"
+    found = keys.verify(plaintext)
+    assert found is not None and found.id == record.id
+    assert keys.verify(plaintext[:-2] + "xx") is None and keys.verify("garbage") is None
+    assert [k.id for k in keys.list_keys()] == [record.id]
+    assert keys.revoke_key(record.id) and not keys.revoke_key(record.id)
+    assert keys.verify(plaintext) is None and keys.list_keys() == []
+    assert len(keys.list_keys(include_revoked=True)) == 1
+    assert fresh_pg_store.read("SELECT count(*) FROM api_keys WHERE key_hash LIKE %s", (f"%{plaintext}%",)) == [(0,)]

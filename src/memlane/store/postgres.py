@@ -60,6 +60,7 @@ from memlane.store.postgres_schema import MIGRATIONS, OPTIONAL, TEXT_CONFIG
 from memlane.text import content_words
 
 if TYPE_CHECKING:
+    from memlane.store.pg_keys import PgKeyStore
     from memlane.store.pg_vectors import PgVectorIndex
 
 log = logging.getLogger(__name__)
@@ -373,6 +374,12 @@ class PostgresStore:
 
     def schema_versions(self) -> list[int]:
         return [r[0] for r in self.read("SELECT version FROM schema_migrations ORDER BY version")]
+
+    def key_store(self) -> PgKeyStore:
+        """The server's API keys in this database (``memlane serve`` asks for it)."""
+        from memlane.store.pg_keys import PgKeyStore
+
+        return PgKeyStore(self)
 
     def vector_index(self) -> PgVectorIndex | None:
         """The pgvector index of this database (the recall engine asks for it), or None

@@ -229,6 +229,23 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         CREATE INDEX audit_log_by_time ON audit_log (at);
         """,
     ),
+    5: (
+        "server api keys",
+        # Same table as SQLite migration 5 (memlane/server/auth.py): only a SHA-256 of each
+        # key's secret is stored, so a leaked dump hands out no working keys.
+        """
+        CREATE TABLE api_keys (
+            id TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL,
+            name TEXT,
+            key_hash TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            revoked_at TIMESTAMPTZ,
+            last_used_at TIMESTAMPTZ
+        );
+        CREATE INDEX api_keys_by_tenant ON api_keys (tenant_id);
+        """,
+    ),
 }
 
 #: Migrations that need an extension: skipped (and retried on the next start) when the
