@@ -201,3 +201,16 @@ def test_long_text_is_cut_at_sentences_then_words() -> None:
         assert alloc.report.truncated == ["summary"]
         # The cap holds (20% of the budget) and the cut is as long as the cap allows.
         assert 150 < alloc.report.sections["summary"] <= 200
+
+
+def test_cached_counts_not_reused_across_encodings(convo: tuple[Memory, list[str]]) -> None:
+    """Messages carry cl100k counts; a gpt-4o packet must count them again, exactly."""
+    mem, _ = convo
+    o200k = get_counter("gpt-4o")
+    for budget in (300, 1000, 2500):
+        alloc = mem.context("de", max_tokens=budget, model="gpt-4o").render()
+        msgs = alloc.messages
+        assert alloc.report.used == o200k.count_messages(msgs) <= budget
+        # Filled as an exact allocator fills: when turns were left out, little room is left.
+        if alloc.report.dropped.get("recent"):
+            assert budget - alloc.report.used < 200

@@ -239,8 +239,11 @@ class ContextPacket:
     notes: list[str] = field(default_factory=list)
     context_compiled_at: datetime = field(default_factory=utcnow)
     priorities: tuple[str, ...] = ()
+    #: How the last rendering spent its budget, per section (sums to ``budget.used``).
     budget: BudgetReport | None = None
     meta: JSON = field(default_factory=dict)
+    #: Encoding of the token counts stored with the messages (the Memory's counter).
+    stored_encoding: str | None = field(default=None, repr=False)
     # What the strategy selected; rendering reads these.
     _turns: list[list[Message]] = field(default_factory=list, repr=False)
     _pinned: list[list[Message]] = field(default_factory=list, repr=False)
@@ -254,9 +257,9 @@ class ContextPacket:
     # ------------------------------------------------------------ rendering
 
     def _counter(self, model: str | None) -> tuple[TokenCounter, bool]:
-        own = get_counter(self.token_model)
-        counter = get_counter(model) if model else own
-        return counter, counter is own
+        counter = get_counter(model or self.token_model)
+        # Counts cached on the messages are only good for the encoding that made them.
+        return counter, counter.name == self.stored_encoding
 
     def _brief(self, key: tuple[str, int], turn: Sequence[Message], counter: TokenCounter) -> str:
         found = self._briefs.get(key)
@@ -601,6 +604,7 @@ def build_packet(
         recalled=recalled,
         notes=notes,
         priorities=order,
+        stored_encoding=mem.counter.name,
         meta={
             "reached_start": sel.reached_start,
             "candidate_turns": len(sel.turns),
