@@ -285,3 +285,15 @@ def test_room_messages_carry_the_speaker(tmp_path: Path) -> None:
         assert packet.budget.used == get_counter(None).count_messages(packet.render().messages)
         # The stored messages are untouched.
         assert mem.load_session(room)[0].content == "What is quantum computing?"
+
+
+def test_summary_strategy_sends_a_short_history_whole(mem: Memory) -> None:
+    sid = mem.create_session(session_id="short")
+    for i in range(25):  # 25 short turns: over 20, but well within the budget
+        mem.store_interaction(f"ping {i}", f"pong {i}", session_id=sid)
+    mem.flush()
+    whole = mem.context(sid, max_tokens=4000, strategy="summary")
+    assert whole.meta["reached_start"] and len(whole.recent_turns) == 50
+    assert "## Earlier in this conversation" not in json.dumps(whole.to_messages())
+    tight = mem.context(sid, max_tokens=300, strategy="summary")
+    assert not tight.meta["reached_start"] and tight.meta["candidate_turns"] <= 20

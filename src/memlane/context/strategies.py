@@ -5,7 +5,8 @@ fits it to the budget. They are registered by name in :data:`STRATEGIES`, so
 adding one is one line: ``STRATEGIES["mine"] = my_strategy``.
 
 * ``simple`` — seed 000's window: the newest turns that fit, nothing else.
-* ``summary`` — older turns as the rolling summary, the recent 20 turns verbatim.
+* ``summary`` — the whole history when it fits; else older turns as the rolling
+  summary and the recent 20 turns verbatim.
 * ``hybrid`` — system messages always, pinned/important messages kept verbatim,
   routine exchanges in the rolling summary, the recent 10 turns verbatim.
 * ``tiered`` — seed 003's tiers: *active* (the recent 10-20 turns verbatim),
@@ -283,7 +284,10 @@ def simple(ctx: StrategyContext) -> Selection:
 
 
 def summary(ctx: StrategyContext) -> Selection:
-    turns, reached = _turns(ctx, RECENT_TURNS["summary"])
+    # Seed 000: a history within the limit goes as it is; otherwise the recent 20.
+    turns, reached = _turns(ctx, None)
+    if not reached:
+        turns, reached = _turns(ctx, RECENT_TURNS["summary"])
     sel = Selection(turns=turns, reached_start=reached)
     if not reached:
         sel.use_summary = bool(ctx.summary and ctx.summary.text)
