@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint typecheck bench install clean
+.PHONY: run test lint typecheck bench install clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,9 +18,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/memlane demo
+	$(BIN)/memlane serve
 
-test: $(STAMP)
+# The inspector's end-to-end tests drive Debian's chromium; install it when we can, else say why they skip.
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
+		|| echo "skipping browser tests: chromium could not be installed (needs root and apt: apt-get install -y chromium)"
+
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q

@@ -13,6 +13,8 @@ from typing import Any
 
 import uvicorn
 
+from memlane.errors import ConfigError
+
 
 def _url(sock: socket.socket, host: str) -> str:
     port = sock.getsockname()[1]
@@ -67,7 +69,13 @@ def serve_forever(app: Any, host: str, port: int, *, on_bound: Any = None, log_l
     """Bind, report the URL through ``on_bound(url)``, then serve until Ctrl-C."""
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
     server = uvicorn.Server(config)
-    sock = config.bind_socket()
+    try:
+        sock = config.bind_socket()
+    except SystemExit as exc:  # uvicorn logs the OSError and exits; say what to do instead
+        raise ConfigError(
+            f"cannot listen on {host}:{port} (in use, or not an address of this machine); "
+            "pick another with --port / --host"
+        ) from exc
     try:
         if on_bound is not None:
             on_bound(_url(sock, host))
