@@ -46,6 +46,51 @@ def _source(path: Path, sessions: int = 4) -> None:
         mem.flush(30)
 
 
+def _other_parts(path: Path) -> str:
+    """Rows in the other parts' tables (notes with a superseded version, facets, archive,
+    audit, an API key); returns the key's plaintext."""
+    from memlane.server.auth import SQLiteKeyStore
+
+    store = SQLiteStore(path)
+    try:
+        first = min(m.id or 0 for m in store.iter_messages("room-1"))
+
+        def run(conn: object) -> None:
+            c = conn  # sqlite3.Connection
+            c.execute(  # type: ignore[attr-defined]
+                "INSERT INTO notes (id, lineage_id, tenant_id, user_id, session_id, kind, slot, value, "
+                "text, entities, metadata, valid_from, valid_to, created_at, updated_at) VALUES "
+                "(1, 1, 'acme', 'u1', 'room-1', 'fact', 'city', 'Porto', 'Ana lives in Porto', '[\"Ana\"]', "
+                "'{\"k\": 1}', 1700000000.5, 1700000100.25, 1700000000.5, 1700000000.5), "
+                "(2, 1, 'acme', 'u1', 'room-1', 'fact', 'city', 'Lisbon', 'Ana lives in Lisbon', '[]', '{}', "
+                "1700000100.25, NULL, 1700000100.25, 1700000100.25)"
+            )
+            c.execute("UPDATE notes SET superseded_by = 2 WHERE id = 1")  # type: ignore[attr-defined]
+            c.execute("UPDATE notes SET supersedes = 1 WHERE id = 2")  # type: ignore[attr-defined]
+            c.execute(  # type: ignore[attr-defined]
+                "INSERT INTO note_sources (note_id, message_id, session_id) VALUES (1, ?, 'room-1'), (2, ?, 'room-1')",
+                (first, first),
+            )
+            c.execute(  # type: ignore[attr-defined]
+                "INSERT OR IGNORE INTO message_facets (message_id, session_id, kind, value, at) "
+                "VALUES (?, 'room-1', 'place', 'porto', 1700000000)", (first,)
+            )
+            c.execute(  # type: ignore[attr-defined]
+                "INSERT INTO session_archive (session_id, archived_at, previous_status, reason) "
+                "VALUES ('room-3', 1700000000, 'active', 'idle')"
+            )
+            c.execute(  # type: ignore[attr-defined]
+                "INSERT INTO audit_log (at, tenant_id, session_id, actor_name, is_anchor, action, allowed, "
+                "result, detail) VALUES (1700000000, 'acme', 'room-1', 'Ana', 1, 'forget', 1, 'ok', '{\"n\": 2}')"
+            )
+
+        store.write(run)
+        _, plaintext = SQLiteKeyStore(store).create_key("acme", "migrated key")
+        return plaintext
+    finally:
+        store.close()
+
+
 def _snapshot(store: SQLiteStore | PostgresStore, sid: str) -> dict[str, object]:
     session = store.get_session(sid)
     assert session is not None
@@ -63,6 +108,7 @@ def _snapshot(store: SQLiteStore | PostgresStore, sid: str) -> dict[str, object]
 def test_everything_is_copied_with_ids_and_vectors(tmp_path: Path, fresh_pg_store: PostgresStore) -> None:
     path = tmp_path / "src.db"
     _source(path)
+    plaintext = _other_parts(path)
     source = SQLiteStore(path)
     target = fresh_pg_store
     try:
@@ -84,6 +130,24 @@ def test_everything_is_copied_with_ids_and_vectors(tmp_path: Path, fresh_pg_stor
         )
         q = np.frombuffer(probe, dtype="<f4")
         assert [i for i, _ in dst_index.search(q, 3)] == [i for i, _ in src_index.search(q, 3)]
+        # the other parts' tables came along, typed for PostgreSQL
+        for table in ("notes", "note_sources", "message_facets", "session_archive", "audit_log", "api_keys"):
+            assert report.tables.get(table, 0) > 0 and table not in report.not_copied, table
+            a, b = report.counts[table]
+            assert a == b > 0, table
+        notes = target.read("SELECT id, superseded_by, supersedes, valid_to, entities, metadata FROM notes ORDER BY id")
+        assert [(n[0], n[1], n[2]) for n in notes[:2]] == [(1, 2, None), (2, None, 1)]
+        assert notes[0][3].timestamp() == 1700000100.25 and notes[0][4] == ["Ana"] and notes[0][5] == {"k": 1}
+        assert target.read("SELECT is_anchor, detail FROM audit_log") == [(True, {"n": 2})]
+        from memlane.server.auth import key_store_for
+
+        assert key_store_for(target).verify(plaintext) is not None  # the same key works there
+        nxt = target.write(lambda c: c.execute(
+            "INSERT INTO notes (kind, text, valid_from, created_at, updated_at) "
+            "VALUES ('fact', 'x', now(), now(), now()) RETURNING id").fetchone())
+        assert nxt[0] > max(n[0] for n in notes)  # the id sequence moved past the copied notes
+        again = migrate(source, target)  # rerun: nothing doubles
+        assert again.ok and again.copied == 0 and all(v == 0 for v in again.tables.values())
     finally:
         source.close()
     # the copy is a working memlane: search, and new messages get ids after the copied ones

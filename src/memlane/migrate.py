@@ -58,12 +58,18 @@ class MigrationReport:
     #: table -> (rows in source, rows in target), after the copy
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: other parts' tables copied row for row: table -> rows written by this run
+    tables: dict[str, int] = field(default_factory=dict)
     #: source tables this migration does not carry (no PostgreSQL counterpart yet)
     not_copied: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return not self.problems and all(a == b for a, b in self.counts.values())
+        # the log must match exactly; other tables may hold more in the target (its own
+        # audit entries, keys created there) but never less
+        return not self.problems and all(
+            a == b if table in LOG_TABLES else b >= a for table, (a, b) in self.counts.items()
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +86,7 @@ class MigrationReport:
             "vectors_note": self.vectors_note,
             "counts": {k: {"source": a, "target": b} for k, (a, b) in self.counts.items()},
             "problems": list(self.problems),
+            "tables": dict(self.tables),
             "not_copied": dict(self.not_copied),
         }
 
@@ -147,6 +154,181 @@ def _extra_tables(store: Store) -> dict[str, int]:
         if n:
             out[name] = n
     return out
+
+
+# ---------------------------------------------------------------------------- other parts' tables
+
+
+def _pg_table_info(target: Any) -> tuple[dict[str, dict[str, str]], dict[str, set[str]], dict[str, list[str]]]:
+    """Per target table: {column: type} (generated columns left out), the tables it
+    references, and its primary-key columns."""
+    columns: dict[str, dict[str, str]] = {}
+    for table, column, data_type, generated in target.read(
+        "SELECT table_name, column_name, data_type, is_generated FROM information_schema.columns "
+        "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
+    ):
+        if generated != "ALWAYS":
+            columns.setdefault(table, {})[column] = data_type
+    refs: dict[str, set[str]] = {}
+    for child, parent in target.read(
+        "SELECT c.relname, p.relname FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid "
+        "JOIN pg_class p ON p.oid = k.confrelid WHERE k.contype = 'f' "
+        "AND c.relnamespace = current_schema()::regnamespace"
+    ):
+        refs.setdefault(child, set()).add(parent)
+    keys: dict[str, list[str]] = {}
+    for table, column in target.read(
+        "SELECT c.relname, a.attname FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
+        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) "
+        "WHERE i.indisprimary AND c.relnamespace = current_schema()::regnamespace ORDER BY a.attnum"
+    ):
+        keys.setdefault(table, []).append(column)
+    return columns, refs, keys
+
+
+def _foreign_keys(target: Any, table: str) -> list[tuple[str, str, str]]:
+    """(column, parent table, parent column) of the table's single-column foreign keys
+    to other tables."""
+    rows = target.read(
+        "SELECT a.attname, p.relname, pa.attname FROM pg_constraint k "
+        "JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1] "
+        "JOIN pg_class p ON p.oid = k.confrelid "
+        "JOIN pg_attribute pa ON pa.attrelid = k.confrelid AND pa.attnum = k.confkey[1] "
+        "WHERE k.contype = 'f' AND k.conrelid = %s::regclass AND k.conrelid <> k.confrelid "
+        "AND cardinality(k.conkey) = 1",
+        (table,),
+    )
+    return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+
+def _self_references(target: Any, table: str) -> list[str]:
+    rows = target.read(
+        "SELECT a.attname FROM pg_constraint k JOIN pg_attribute a ON a.attrelid = k.conrelid "
+        "AND a.attnum = ANY(k.conkey) WHERE k.contype = 'f' AND k.conrelid = k.confrelid "
+        "AND k.conrelid = %s::regclass",
+        (table,),
+    )
+    return [str(r[0]) for r in rows]
+
+
+def _converter(data_type: str) -> Callable[[Any], Any]:
+    """SQLite's stored value -> what psycopg should send for a PostgreSQL column."""
+    import json
+    from datetime import UTC, datetime
+
+    from psycopg.types.json import Jsonb
+
+    if data_type.startswith("timestamp"):
+        def ts(v: Any) -> Any:
+            if isinstance(v, int | float):
+                return datetime.fromtimestamp(v, UTC)
+            return datetime.fromisoformat(v) if isinstance(v, str) else v
+        return ts
+    if data_type in ("json", "jsonb"):
+        return lambda v: Jsonb(json.loads(v)) if isinstance(v, str) else (None if v is None else Jsonb(v))
+    if data_type == "boolean":
+        return lambda v: None if v is None else bool(v)
+    return lambda v: v
+
+
+def _copy_extra_tables(
+    source: SQLiteStore, target: Store, report: MigrationReport, *, keep_ids: bool, progress: Progress
+) -> None:
+    """Copy the tables of other parts (notes, facets, archive, audit log, API keys) that
+    exist on both sides, row for row, converting SQLite's types to the target's."""
+    from psycopg import sql
+
+    extra = _extra_tables(source)
+    if not extra or not _is_postgres(target):
+        return
+    if not keep_ids:
+        for name in extra:
+            report.problems.append(f"{name}: not copied, message ids changed (run without --new-ids)")
+        return
+    columns, refs, keys = _pg_table_info(target)
+    todo = [t for t in extra if t in columns]
+    ordered: list[str] = []
+    while todo:  # parents first (notes before note_sources)
+        ready = [t for t in todo if not (refs.get(t, set()) - {t}) & set(todo)] or todo[:1]
+        ordered.extend(ready)
+        todo = [t for t in todo if t not in ready]
+    progress("tables", 0, len(ordered))
+    for done, table in enumerate(ordered, start=1):
+        src_cols = {r[1] for r in source.read(f'PRAGMA table_info("{table}")')}
+        cols = [c for c in columns[table] if c in src_cols]
+        convert = [_converter(columns[table][c]) for c in cols]
+        late = [c for c in _self_references(target, table) if c in cols]  # set after all rows exist
+        pk = [c for c in keys.get(table, []) if c in cols]
+        quoted = ", ".join(f'"{c}"' for c in cols)
+        rows = source.read(f'SELECT {quoted} FROM "{table}"')
+        # rows of sessions or messages that were not copied (reported above) cannot follow
+        for column, parent, parent_col in _foreign_keys(target, table):
+            if column not in cols:
+                continue
+            at = cols.index(column)
+            wanted = sorted({r[at] for r in rows if r[at] is not None})
+            present: set[Any] = set()
+            for start in range(0, len(wanted), 5000):
+                present.update(r[0] for r in target.read(  # type: ignore[attr-defined]
+                    sql.SQL("SELECT {} FROM {} WHERE {} = ANY(%s)").format(
+                        sql.Identifier(parent_col), sql.Identifier(parent), sql.Identifier(parent_col)
+                    ),
+                    (wanted[start : start + 5000],),
+                ))
+            kept = [r for r in rows if r[at] is None or r[at] in present]
+            if len(kept) < len(rows):
+                report.problems.append(
+                    f"{table}: {len(rows) - len(kept)} rows not copied, their {parent} are not in the target"
+                )
+            rows = kept
+        values = [
+            tuple(None if c in late else f(v) for c, f, v in zip(cols, convert, row, strict=True))
+            for row in rows
+        ]
+        insert = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING").format(
+            sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, cols)),
+            sql.SQL(", ").join(sql.Placeholder() * len(cols)),
+        )
+        fixups: list[tuple[Any, ...]] = []
+        if late and pk:
+            for row in rows:
+                by_name = dict(zip(cols, row, strict=True))
+                if any(by_name[c] is not None for c in late):
+                    fixups.append((*(by_name[c] for c in late), *(by_name[c] for c in pk)))
+        update = sql.SQL("UPDATE {} SET {} WHERE {}").format(
+            sql.Identifier(table),
+            sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in late),
+            sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in pk) if pk else sql.SQL("false"),
+        )
+        identity = [
+            str(r[0]) for r in target.read(  # type: ignore[attr-defined]
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = %s AND is_identity = 'YES'", (table,)
+            )
+        ]
+
+        def run(conn: Any, insert: Any = insert, values: Any = values, fixups: Any = fixups,
+                update: Any = update, identity: list[str] = identity, table: str = table) -> int:
+            cur = conn.cursor()
+            written = 0
+            for start in range(0, len(values), 1000):
+                cur.executemany(insert, values[start : start + 1000])
+                written += max(cur.rowcount, 0)
+            if fixups:
+                cur.executemany(update, fixups)
+            for column in identity:  # explicit ids bypass the sequence: move it past them
+                conn.execute(
+                    sql.SQL(
+                        "SELECT setval(seq, top) FROM (SELECT pg_get_serial_sequence({t}, {c})::regclass "
+                        "AS seq, (SELECT max({col}) FROM {tbl}) AS top) s "
+                        "WHERE top > coalesce(pg_sequence_last_value(seq), 0)"
+                    ).format(t=sql.Literal(table), c=sql.Literal(column), col=sql.Identifier(column),
+                             tbl=sql.Identifier(table))
+                )
+            return written
+
+        report.tables[table] = target.write(run)  # type: ignore[attr-defined]
+        progress("tables", done, len(ordered))
 
 
 # ---------------------------------------------------------------------------- copy
@@ -286,8 +468,14 @@ def migrate(
         say("sessions", done, len(ids))
     if vectors:
         _copy_vectors(source, target, report, keep_ids=keep_ids, progress=say)
+    if isinstance(source, SQLiteStore):
+        _copy_extra_tables(source, target, report, keep_ids=keep_ids, progress=say)
     verify(source, target, report, progress=say)
-    report.not_copied = _extra_tables(source)
+    extra = _extra_tables(source)
+    for table in report.tables:
+        n_target = int(_read(target, f'SELECT count(*) FROM "{table}"')[0][0])
+        report.counts[table] = (extra.pop(table, 0), n_target)
+    report.not_copied = extra
     return report
 
 
