@@ -58,7 +58,7 @@ def test_no_server_errors_on_generated_input(tmp_path: Path) -> None:
     mem.create_session(session_id="s", title="seed")
     mem.store_interaction("hello there", "hi", session_id="s")
     app = create_app(mem, mcp=False)
-    calls, failures = _fuzz(app, None, time.monotonic() + 40)
+    calls, failures = _fuzz(app, None, time.monotonic() + 32)
     mem.close()
     assert calls > 100
     assert not failures, "\n".join(failures[:20])
@@ -71,7 +71,7 @@ def test_no_server_errors_with_keys(tmp_path: Path) -> None:
     global EXAMPLES_PER_OPERATION
     saved, EXAMPLES_PER_OPERATION = EXAMPLES_PER_OPERATION, 8
     try:
-        calls, failures = _fuzz(app, auth(key), time.monotonic() + 15)
+        calls, failures = _fuzz(app, auth(key), time.monotonic() + 12)
     finally:
         EXAMPLES_PER_OPERATION = saved
     mem.close()
