@@ -22,7 +22,7 @@ from memlane.server.tenancy import Caller, TenantView, features
 router = APIRouter(prefix="/v1")
 
 
-def view(request: Request) -> TenantView:
+async def view(request: Request) -> TenantView:  # async: no I/O, so no thread-pool hop
     caller = getattr(request.state, "caller", None)
     if not isinstance(caller, Caller):
         raise ApiError(401, "unauthorized", "this server requires an API key")
