@@ -133,7 +133,10 @@ def test_client_context_state_and_notes(served: tuple[Memory, str]) -> None:
         packet = remote.context(sid, "what do I eat?", max_tokens=300)
         local = mem.context(sid, "what do I eat?", 300)
         assert packet.to_messages() == local.to_messages()
-        assert packet.budget["max_tokens"] == 300 and sum(packet.budget["sections"].values()) == packet.budget["used"]
+        assert packet.budget is not None and local.budget is not None
+        assert packet.budget.max_tokens == 300 and packet.budget.sections == local.budget.sections
+        assert packet.strategy == local.strategy and packet.active_topics == local.active_topics
+        assert [m.content for m in packet.recent_turns] == [m.content for m in local.recent_turns]
         assert remote.get_state(sid) == json.loads(json.dumps(mem.get_state(sid).to_dict(), default=str))
         note = remote.add_note("Ana's sister lives in Graz", session_id=sid)
         assert note.id is not None and note.tenant_id == "default"

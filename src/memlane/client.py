@@ -16,13 +16,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import httpx
 
 from memlane import errors
+from memlane.context.budget import BudgetReport
 from memlane.context.window import Window
 from memlane.models import Message, SearchHit, Session, Turn
 from memlane.notes.models import Note
@@ -138,18 +138,34 @@ def note_from_dict(d: Mapping[str, Any]) -> Note:
     return Note(**values)
 
 
-@dataclass
 class RemoteContextPacket:
-    """The server's context packet: the same ``to_dict()``, ``to_messages()`` and ``budget``."""
+    """The server's context packet with ContextPacket's reading surface: ``to_dict()``,
+    ``to_messages()``, ``budget`` (a BudgetReport) and the packet's fields as attributes
+    (``recent_turns`` and ``pinned_messages`` as Message objects)."""
 
-    data: dict[str, Any]
-    budget: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+        raw = data.get("budget") or {}
+        self.budget: BudgetReport | None = BudgetReport(
+            max_tokens=int(raw["max_tokens"]), used=int(raw["used"]), encoding=str(raw.get("encoding", "")),
+            priorities=tuple(raw.get("priorities") or ()), sections=dict(raw.get("sections") or {}),
+            included=dict(raw.get("included") or {}), dropped=dict(raw.get("dropped") or {}),
+            truncated=list(raw.get("truncated") or []),
+        ) if raw else None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self._data:
+            raise AttributeError(name)
+        value = self._data[name]
+        if name in ("recent_turns", "pinned_messages"):
+            return [message_from_dict(m) for m in value]
+        return value
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.data)
+        return dict(self._data)
 
     def to_messages(self) -> list[dict[str, Any]]:
-        return list(self.data.get("messages") or [])
+        return list(self._data.get("messages") or [])
 
 
 def _jsonable(value: Any) -> Any:
@@ -363,7 +379,7 @@ class MemoryClient:
     ) -> RemoteContextPacket:
         body = _clean({"query": query, "max_tokens": max_tokens, "strategy": strategy})
         data = self._call("POST", f"/v1/sessions/{_seg(session_id)}/context", json=body)
-        return RemoteContextPacket(data=data, budget=dict(data.get("budget") or {}))
+        return RemoteContextPacket(data)
 
     def get_state(self, session_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/sessions/{_seg(session_id)}/state")
