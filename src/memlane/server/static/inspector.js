@@ -216,7 +216,7 @@ async function renderTranscript(body, session) {
   let exchange = 0;
   for (const m of messages.messages) {
     // A turn boundary: a new store_interaction turn, or a new user message outside turns.
-    const boundary = m.turn_id ? m.turn_id !== lastTurn : m.role === "user";
+    const boundary = exchange === 0 || (m.turn_id ? m.turn_id !== lastTurn : m.role === "user");
     if (boundary) {
       exchange += 1;
       const t = m.turn_id && turnInfo.get(m.turn_id);
