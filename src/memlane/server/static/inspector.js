@@ -131,7 +131,11 @@ function renderSessions() {
     s.user_id ? el("span", { text: `user ${s.user_id}` }) : null,
     el("span", { text: `${s.message_count} msgs` }),
     el("span", { class: "activity", title: s.last_active_at, text: ago(s.last_active_at) })))));
-  if (!rows.length) list.append(el("li", { class: "session-item muted", text: "no sessions match" }));
+  if (!rows.length) {
+    list.append(el("li", { class: "session-item muted", text: state.sessions.length ? "no sessions match"
+      : "No sessions yet. Store some with memlane chat, the Python API (Memory or MemoryClient), "
+        + "POST /v1/sessions/{id}/messages, or an MCP host; they appear here." }));
+  }
 }
 
 // ------------------------------------------------------------------ session view
