@@ -151,6 +151,9 @@ def test_error_bodies_are_consistent(mem: Memory) -> None:
         r = api.post("/v1/sessions/s/messages", content='{"role": "user", "content": "x", "metadata": {"a": NaN}}',
                      headers={"content-type": "application/json"})
         assert r.status_code == 422, r.text
+        deep = '{"role": "user", "content": "x", "metadata": {"a": ' + "[" * 500 + "]" * 500 + "}}"
+        r = api.post("/v1/sessions/s/messages", content=deep, headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "nested deeper" in r.json()["error"]["message"]
         assert api.get("/v1/sessions/%ED%A0%80").status_code in (404, 422)
         assert api.get("/v1/nope").json()["error"]["type"] == "not_found"
         assert api.put("/v1/sessions").json()["error"]["type"] == "method_not_allowed"

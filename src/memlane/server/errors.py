@@ -84,7 +84,7 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, list[dict[str
     parts: list[str] = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-        msg = str(err.get("msg", "invalid"))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             msg = "unknown field; put extra data under 'metadata'"
         elif err.get("type") == "json_invalid":

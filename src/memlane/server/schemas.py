@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 Role = Literal["system", "user", "assistant", "tool"]
 Status = Literal[
@@ -46,10 +46,30 @@ def _ident(value: str) -> str:
     return value
 
 
+MAX_DEPTH = 64
+
+
+def _depth_ok(value: Any, depth: int = 0) -> bool:
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(value, dict):
+        return all(_depth_ok(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return all(_depth_ok(v, depth + 1) for v in value)
+    return True
+
+
+def _shallow(value: dict[str, Any]) -> dict[str, Any]:
+    # Deeper JSON than this is never real metadata, and it would overflow the serializers.
+    if not _depth_ok(value):
+        raise ValueError(f"is nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
 Text = Annotated[str, AfterValidator(_storable)]
 ShortText = Annotated[str, Field(max_length=MAX_SHORT), AfterValidator(_storable)]
 Ident = Annotated[str, Field(min_length=1, max_length=MAX_ID), AfterValidator(_ident)]
-JsonObject = dict[str, Any]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_shallow)]
 
 
 class _In(BaseModel):
@@ -82,6 +102,11 @@ class ToolCallIn(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     id: Ident
+
+    @model_validator(mode="after")
+    def _not_too_deep(self) -> ToolCallIn:
+        _shallow(self.model_dump())
+        return self
 
 
 class MessageIn(_In):
