@@ -352,6 +352,9 @@ class RecallEngine:
         pool = max(cfg.pool, top_k)
         ranked = self.rank(query, self.candidates(query, flt, pool=pool, mode=effective), mode=effective, config=cfg)
         sessions: dict[str, Session | None] = {}
+        many = getattr(self.store, "get_sessions", None)  # PostgreSQL: one round trip, not one per hit
+        if callable(many):
+            sessions.update(many(list({c.message.session_id for c, _, _ in ranked[:top_k]})))
         hits: list[SearchHit] = []
         for cand, score, parts in ranked[:top_k]:
             sid = cand.message.session_id

@@ -428,6 +428,14 @@ class PostgresStore:
         rows = self.read(f"SELECT {_SESSION_COLS} FROM sessions WHERE id = %s", (session_id,))
         return row_to_session(rows[0]) if rows else None
 
+    def get_sessions(self, session_ids: Sequence[str]) -> dict[str, Session]:
+        """Several sessions in one round trip (the recall engine labels its hits with them)."""
+        ids = list(dict.fromkeys(session_ids))
+        if not ids:
+            return {}
+        rows = self.read(f"SELECT {_SESSION_COLS} FROM sessions WHERE id = ANY(%s)", (ids,))
+        return {r[0]: row_to_session(r) for r in rows}
+
     def update_session(self, session_id: str, **changes: Any) -> Session:
         bad = set(changes) - _UPDATABLE_SESSION_FIELDS
         if bad:
