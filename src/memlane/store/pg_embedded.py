@@ -77,14 +77,19 @@ class EmbeddedPostgres:
         settings: dict[str, str] | None = None,
     ) -> None:
         self._owns_dir = data_dir is None
-        self.base = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="memlane-pg-"))
+        self._user = _run_as_user()
+        if data_dir is None:
+            # as root, under /tmp: the server's account must be able to reach the directory,
+            # and TMPDIR may point into root's private home
+            where = "/tmp" if self._user is not None and Path("/tmp").is_dir() else None
+            data_dir = tempfile.mkdtemp(prefix="memlane-pg-", dir=where)
+        self.base = Path(data_dir)
         self.data_dir = self.base / "data"
         self.log_path = self.base / "server.log"
         self.port = port or _free_port()
         self.fsync = fsync
         self.settings = dict(settings or {})
         self.bin = binaries_dir()
-        self._user = _run_as_user()
         self.pid: int | None = None
 
     # ------------------------------------------------------------ plumbing
