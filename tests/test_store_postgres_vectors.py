@@ -176,3 +176,16 @@ def test_memory_on_postgres_does_hybrid_recall_and_forgets(pg_url: str, fresh_pg
         mem.delete_session("b")
         assert index.count() == 1
         assert all("kayak" not in h.message.content for h in mem.search("kayak"))
+
+
+def test_bulk_load_builds_the_graph_once(fresh_pg_store: PostgresStore) -> None:
+    msgs = _fill(fresh_pg_store, sessions=2, per=30)
+    index = _index(fresh_pg_store)
+    check_model(index, ModelInfo("test", 8))
+    vecs = _unit(np.random.default_rng(9), len(msgs), 8)
+    with index.bulk_load():
+        assert not index.has_graph()
+        index.upsert([m.id or 0 for m in msgs], vecs)
+        assert index.search(vecs[3], 1)[0][0] == msgs[3].id  # exact scan meanwhile
+    assert index.has_graph()
+    assert index.search(vecs[5], 1)[0][0] == msgs[5].id

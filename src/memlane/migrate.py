@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -409,8 +410,23 @@ def _copy_vectors(
     except EmbedderMismatchError as exc:
         report.problems.append(f"vectors not copied: {exc}")
         return
-    done = 0
     progress("vectors", 0, total)
+    bulk = getattr(dst_index, "bulk_load", None)
+    has_graph = getattr(dst_index, "has_graph", None)
+    # Many vectors into an empty index, or resuming a bulk load that was killed before it
+    # rebuilt the graph: load without the HNSW index and build it once at the end.
+    use_bulk = callable(bulk) and (
+        (dst_index.count() == 0 and total > 10_000) or (callable(has_graph) and not has_graph())
+    )
+    with bulk() if use_bulk else nullcontext():  # type: ignore[misc]
+        _copy_vector_batches(source, target, dst_index, report, total, progress)
+    report.vectors_note = f"copied from the source ({info.describe()})"
+
+
+def _copy_vector_batches(
+    source: SQLiteStore, target: Store, dst_index: Any, report: MigrationReport, total: int, progress: Progress
+) -> int:
+    done = 0
     for ids, data in _sqlite_vectors(source, 1000):
         have: set[int] = set()
         if _is_postgres(target):
@@ -422,7 +438,7 @@ def _copy_vectors(
             report.vectors += dst_index.upsert([ids[i] for i in keep], data[keep])
         done += len(ids)
         progress("vectors", done, total)
-    report.vectors_note = f"copied from the source ({info.describe()})"
+    return done
 
 
 def migrate(

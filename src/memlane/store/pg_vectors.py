@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,6 +136,36 @@ class PgVectorIndex:
 
         self._store.write(run)
         self._forget_info()
+
+    def has_graph(self) -> bool:
+        """Is the HNSW index there (it is missing only after an interrupted bulk load)?"""
+        return self._store.read("SELECT to_regclass('message_vectors_hnsw') IS NOT NULL")[0][0] is True
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Load many vectors without the HNSW index, then build it once.
+
+        Inserting into an HNSW graph costs a graph search per row; building the index
+        over a filled table is many times faster (``memlane migrate`` copies vectors so).
+        Searches during the load scan the table exactly, so they stay correct, only slower.
+        """
+        info = self.model_info()
+        if info is None:
+            raise InvalidInputError("claim the index for a model (set_model_info) before a bulk load")
+        self._store.write(lambda conn: conn.execute("DROP INDEX IF EXISTS message_vectors_hnsw"))
+        try:
+            yield
+        finally:
+
+            def build(conn: Conn) -> None:
+                conn.execute("SELECT set_config('maintenance_work_mem', '256MB', true)")
+                conn.execute(
+                    "CREATE INDEX IF NOT EXISTS message_vectors_hnsw ON message_vectors USING hnsw "
+                    f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
+                    f"ef_construction = {HNSW_EF_CONSTRUCTION})"
+                )
+
+            self._store.write(build)
 
     # ----------------------------------------------------------- writes
 
