@@ -189,3 +189,17 @@ def test_bulk_load_builds_the_graph_once(fresh_pg_store: PostgresStore) -> None:
         assert index.search(vecs[3], 1)[0][0] == msgs[3].id  # exact scan meanwhile
     assert index.has_graph()
     assert index.search(vecs[5], 1)[0][0] == msgs[5].id
+
+
+def test_reindex_on_postgres_rebuilds_every_vector(fresh_pg_store: PostgresStore) -> None:
+    from memlane.search.embedders import get_embedder
+    from memlane.search.reindex import reindex
+
+    msgs = _fill(fresh_pg_store, sessions=2, per=10)
+    index = _index(fresh_pg_store)
+    check_model(index, ModelInfo("old-model", 8))
+    result = reindex(fresh_pg_store, index, get_embedder("hashing"), batch_size=7)
+    assert result.messages == len(msgs) and result.embedded == len(msgs)
+    assert index.count() == len(msgs) and index.has_graph()
+    info = index.model_info()
+    assert info is not None and info.model_id.startswith("hashing")

@@ -10,6 +10,7 @@ database with the old embedder would keep adding vectors of the old model.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from memlane.models import Message
@@ -61,15 +62,17 @@ def reindex(
             embedded += index.upsert([m.id for m in batch if m.id is not None], vectors)
             batch.clear()
 
-    for msg in store.iter_messages(batch=500):
-        done += 1
-        if msg.role in EMBEDDED_ROLES and msg.content and msg.id is not None:
-            batch.append(msg)
-            if len(batch) >= batch_size:
-                flush_batch()
-        if progress and (done % batch_size == 0):
-            progress("vectors", done, total)
-    flush_batch()
+    bulk = getattr(index, "bulk_load", None)  # pgvector: build the HNSW graph once, at the end
+    with bulk() if callable(bulk) else nullcontext():
+        for msg in store.iter_messages(batch=500):
+            done += 1
+            if msg.role in EMBEDDED_ROLES and msg.content and msg.id is not None:
+                batch.append(msg)
+                if len(batch) >= batch_size:
+                    flush_batch()
+            if progress and (done % batch_size == 0):
+                progress("vectors", done, total)
+        flush_batch()
     if progress:
         progress("vectors", done, total)
     return ReindexResult(total, embedded, info)
