@@ -269,7 +269,7 @@ class PgVectorIndex:
             return []
         literal, _dim = prepared
         flt = flt or MessageFilter()
-        from memlane.store.postgres import _message_where  # one definition of the filters
+        from memlane.store.pg_rows import _message_where  # one definition of the filters
 
         where, params = _message_where(flt)
         join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id or flt.agent_id else ""

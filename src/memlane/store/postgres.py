@@ -14,21 +14,17 @@ Why these choices:
   after a server restart, deadlock, serialization failure) is retried; one that
   lost its connection *during* ``COMMIT`` is reported, never blindly replayed,
   because it may have committed.
-- Keyword search ranks with BM25 computed from the ``tsvector`` (same k1, b and
-  IDF formula as SQLite FTS5), not ``ts_rank_cd``: cover density has no IDF, so a
-  common word would count as much as a rare one and rankings would diverge from
-  the SQLite store's.
+- Keyword search ranks with BM25 over the generated ``tsvector`` (pg_search.py).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -40,7 +36,6 @@ from psycopg_pool import ConnectionPool
 
 from memlane.errors import (
     ConflictError,
-    CorruptRecordError,
     InvalidInputError,
     NotFoundError,
     SessionNotFoundError,
@@ -56,28 +51,28 @@ from memlane.models import (
     Turn,
 )
 from memlane.store.base import KeywordHit, TurnRecord
-from memlane.store.postgres_schema import MIGRATIONS, OPTIONAL, TEXT_CONFIG
-from memlane.text import content_words
+from memlane.store.pg_rows import (
+    _MESSAGE_COLS,
+    _SESSION_COLS,
+    _aware,
+    _session_where,
+    _utc,
+    row_to_message,
+    row_to_session,
+)
+from memlane.store.pg_search import EXACT_STATS_BELOW, Bm25Index, fts5_idf, tsquery_literal
+from memlane.store.postgres_schema import MIGRATIONS, OPTIONAL
 
 if TYPE_CHECKING:
     from memlane.store.pg_keys import PgKeyStore
     from memlane.store.pg_vectors import PgVectorIndex
 
+__all__ = ["PostgresStore", "fts5_idf", "tsquery_literal"]
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Conn = psycopg.Connection[TupleRow]
 
-_SESSION_COLS = (
-    "id, tenant_id, user_id, agent_id, title, system_prompt, metadata, status, "
-    "created_at, updated_at, last_active_at, message_count"
-)
-_MESSAGE_COL_NAMES = (
-    "id", "session_id", "role", "content", "name", "tool_calls", "tool_call_id", "author_id",
-    "author_name", "turn_id", "created_at", "metadata", "importance", "pinned", "hidden",
-    "token_count",
-)
-_MESSAGE_COLS = ", ".join(_MESSAGE_COL_NAMES)
-_M_COLS = ", ".join("m." + c for c in _MESSAGE_COL_NAMES)
 _UPDATABLE_SESSION_FIELDS = frozenset(
     {"title", "system_prompt", "metadata", "status", "user_id", "agent_id", "last_active_at"}
 )
@@ -97,82 +92,6 @@ _INSERT_TURN = (
 # Deadlock and serialization failure: the transaction was rolled back, replaying it is safe.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})
 _MIGRATION_LOCK = 0x6D656D6C616E65  # "memlane": one advisory lock id for schema changes
-
-# BM25 as SQLite FTS5 computes it (k1, b, and IDF clamped to a small positive value).
-_K1 = 1.2
-_B = 0.75
-#: Corpus statistics are recounted on every search below this many messages and cached
-#: for ``stats_ttl`` seconds above it (counting document frequencies costs a GIN scan).
-_EXACT_STATS_BELOW = 5_000
-#: ``l.lexeme`` as a one-lexeme tsquery (quoted: a lexeme may hold quotes or backslashes).
-_QUOTED_LEXEME = r"""('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery"""
-
-
-def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def _json_object(value: Any, table: str, row_id: object, column: str) -> JSON:
-    if not isinstance(value, dict):
-        raise CorruptRecordError(table, row_id, f"column {column} is not a JSON object")
-    return value
-
-
-def row_to_session(row: Sequence[Any]) -> Session:
-    return Session(
-        id=row[0],
-        tenant_id=row[1],
-        user_id=row[2],
-        agent_id=row[3],
-        title=row[4],
-        system_prompt=row[5],
-        metadata=_json_object(row[6], "sessions", row[0], "metadata"),
-        status=row[7],
-        created_at=_utc(row[8]),
-        updated_at=_utc(row[9]),
-        last_active_at=_utc(row[10]),
-        message_count=int(row[11]),
-    )
-
-
-def row_to_message(row: Sequence[Any]) -> Message:
-    tool_calls = row[5]
-    if tool_calls is not None and not isinstance(tool_calls, list):
-        raise CorruptRecordError("messages", row[0], "tool_calls is not a JSON array")
-    return Message(
-        id=int(row[0]),
-        session_id=row[1],
-        role=row[2],
-        content=row[3],
-        name=row[4],
-        tool_calls=tool_calls,
-        tool_call_id=row[6],
-        author_id=row[7],
-        author_name=row[8],
-        turn_id=row[9],
-        created_at=_utc(row[10]),
-        metadata=_json_object(row[11], "messages", row[0], "metadata"),
-        importance=float(row[12]),
-        pinned=bool(row[13]),
-        hidden=bool(row[14]),
-        token_count=row[15],
-    )
-
-
-def tsquery_literal(lexemes: Sequence[str]) -> str:
-    """An OR-query of exact lexemes in tsquery syntax (quotes and backslashes escaped)."""
-    quoted = ("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
-    return " | ".join(quoted)
-
-
-def fts5_idf(n_docs: int, df: int) -> float:
-    """FTS5's IDF: log((N - df + 0.5) / (df + 0.5)), never below 1e-6."""
-    return max(1e-6, math.log((n_docs - df + 0.5) / (df + 0.5))) if n_docs > 0 else 1e-6
-
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -212,7 +131,7 @@ class PostgresStore:
         timeout: float = 10.0,
         retry_seconds: float = 10.0,
         stats_ttl: float = 30.0,
-        exact_stats_below: int = _EXACT_STATS_BELOW,
+        exact_stats_below: int = EXACT_STATS_BELOW,
         application_name: str = "memlane",
         durability: str = "full",
         schema: str | None = None,
@@ -241,12 +160,8 @@ class PostgresStore:
         # sequentially rather than take the GIN index for a term in 5% of them (4x slower).
         options.append(f"-c random_page_cost={random_page_cost}")
         self._retry_seconds = retry_seconds
-        self._stats_ttl = stats_ttl
-        self._exact_below = exact_stats_below
         self._stats_lock = threading.Lock()
-        self._corpus_cache: tuple[float, int, float] | None = None  # (fetched_at, N, avgdl)
-        self._df: dict[str, tuple[float, int]] = {}  # lexeme -> (fetched_at, document frequency)
-        self._lexemes: dict[str, tuple[str, ...]] = {}  # query word -> its lexemes
+        self._keywords = Bm25Index(stats_ttl=stats_ttl, exact_below=exact_stats_below)
         self._closed = False
         self._vectors: PgVectorIndex | None = None
         self._pool: ConnectionPool[Conn] = ConnectionPool(
@@ -810,122 +725,10 @@ class PostgresStore:
 
     # ------------------------------------------------------------ keyword index
 
-    def _corpus(self, conn: Conn) -> tuple[int, float]:
-        """(N, average document length in lexemes), recounted every ``stats_ttl`` seconds."""
-        now = time.monotonic()
-        with self._stats_lock:
-            corpus = self._corpus_cache
-        if corpus is not None and now - corpus[0] < self._stats_ttl:
-            return corpus[1], corpus[2]
-        row = conn.execute("SELECT count(*), avg(length(tsv)) FROM messages").fetchone()
-        assert row is not None
-        fresh = (now, int(row[0]), max(float(row[1] or 1.0), 1.0))
-        with self._stats_lock:
-            self._corpus_cache = fresh
-        return fresh[1], fresh[2]
-
-    def _doc_freqs(self, conn: Conn, words: Sequence[str]) -> dict[str, int]:
-        """Document frequency of each lexeme of ``words``; per word, cached for stats_ttl."""
-        now = time.monotonic()
-        df: dict[str, int] = {}
-        missing: list[str] = []
-        with self._stats_lock:
-            for w in words:
-                lexemes = self._lexemes.get(w)
-                hits = [self._df.get(lex) for lex in lexemes or ()]
-                fresh = [h[1] for h in hits if h is not None and now - h[0] < self._stats_ttl]
-                if lexemes is None or len(fresh) < len(lexemes):
-                    missing.append(w)
-                else:
-                    df.update(zip(lexemes, fresh, strict=True))
-        if not missing:
-            return df
-        rows = conn.execute(
-            f"SELECT w, l.lexeme, (SELECT count(*) FROM messages m WHERE m.tsv @@ {_QUOTED_LEXEME}) "
-            "FROM unnest(%s::text[]) AS w LEFT JOIN LATERAL unnest(to_tsvector(%s::regconfig, w)) AS l ON true",
-            (missing, TEXT_CONFIG),
-        ).fetchall()
-        found: dict[str, list[str]] = {w: [] for w in missing}
-        for w, lexeme, count in rows:
-            if lexeme is not None:
-                found[w].append(lexeme)
-                df[lexeme] = int(count)
-        with self._stats_lock:
-            if len(self._df) > 50_000:  # a bound, not an LRU: refilling is cheap
-                self._df.clear()
-                self._lexemes.clear()
-            for w, new in found.items():
-                self._lexemes[w] = tuple(new)
-                self._df.update({lex: (now, df[lex]) for lex in new})
-        return df
-
     def keyword_search(
         self, query: str, flt: MessageFilter, *, limit: int = 50
     ) -> list[KeywordHit]:
-        words = list(dict.fromkeys(content_words(query)))
-        if not words:
-            return []
-        where, params = _message_where(flt)
-        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id is not None or flt.agent_id is not None else ""
-        # BM25 per candidate. ts_filter(setweight(...)) keeps only the query's lexemes of
-        # the row (C functions), so the unnest that reads their term frequencies stays tiny.
-        # Only ids and scores are ranked; the k winners' full rows are fetched after.
-        rank = (
-            "CROSS JOIN LATERAL (SELECT sum(w.idf * (t.tf * {k1p1}) / "
-            "(t.tf + {k1} * (1 - {b} + {b} * length(m.tsv) / {avgdl}))) AS score "
-            "FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf "
-            "FROM unnest(ts_filter(setweight(m.tsv, 'A', {lexemes}), '{{a}}')) u) t "
-            "JOIN w ON w.lexeme = t.lexeme) sc"
-        )
-        top = (
-            "top AS (SELECT m.id, sc.score FROM messages m {join} {rank} "
-            f"WHERE m.tsv @@ {{query}} {where} ORDER BY sc.score DESC, m.id LIMIT %s)"
-        )
-        fetch = f"SELECT {_M_COLS}, top.score FROM top JOIN messages m ON m.id = top.id ORDER BY top.score DESC, m.id"
-
-        def run(conn: Conn) -> list[Any]:
-            n_docs, avgdl = self._corpus(conn)
-            if n_docs < self._exact_below:
-                # A small log: count N, the average length and every document frequency
-                # exactly, in the same statement as the search (one round trip).
-                ranked = rank.format(k1p1=_K1 + 1, k1=_K1, b=_B, avgdl="c.avgdl", lexemes="lx.arr")
-                return conn.execute(
-                    f"""
-                    WITH lit AS (
-                        SELECT DISTINCT lexeme, {_QUOTED_LEXEME} AS query
-                        FROM unnest(to_tsvector(%s::regconfig, %s)) AS l),
-                    lx AS (SELECT array_agg(lexeme) AS arr,
-                                  string_agg(query::text, ' | ')::tsquery AS query FROM lit),
-                    corpus AS (SELECT count(*)::float8 AS n,
-                                      greatest(coalesce(avg(length(tsv)), 1), 1)::float8 AS avgdl
-                               FROM messages),
-                    w AS (SELECT lit.lexeme,
-                                 greatest(1e-6, ln((c.n - d.df + 0.5) / (d.df + 0.5))) AS idf
-                          FROM lit CROSS JOIN corpus c
-                          CROSS JOIN LATERAL (SELECT count(*) AS df FROM messages x
-                                              WHERE x.tsv @@ lit.query) d),
-                    {top.format(join=join + " CROSS JOIN lx CROSS JOIN corpus c", rank=ranked, query="lx.query")}
-                    {fetch}
-                    """,
-                    (TEXT_CONFIG, " ".join(words), *params, int(limit)),
-                ).fetchall()
-            df = self._doc_freqs(conn, words)
-            if not df:
-                return []  # only stopwords of the text-search config
-            lexemes = sorted(df)
-            idf = [fts5_idf(n_docs, df[lex]) for lex in lexemes]
-            ranked = rank.format(k1p1=_K1 + 1, k1=_K1, b=_B, avgdl="%s", lexemes="%s::text[]")
-            return conn.execute(
-                f"""
-                WITH w(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),
-                {top.format(join=join, rank=ranked, query="%s::tsquery")}
-                {fetch}
-                """,
-                (lexemes, idf, avgdl, lexemes, tsquery_literal(lexemes), *params, int(limit)),
-            ).fetchall()
-
-        rows = self._run(run, write=False)
-        return [KeywordHit(row_to_message(r[:16]), float(r[16])) for r in rows]
+        return self._keywords.search(self, query, flt, limit)
 
     def rebuild_keyword_index(self) -> int:
         """The tsvector is a generated column, so it cannot drift; rebuild the GIN index itself."""
@@ -937,10 +740,7 @@ class PostgresStore:
             return int(row[0])
 
         count = self.write(run)
-        with self._stats_lock:
-            self._corpus_cache = None
-            self._df.clear()
-            self._lexemes.clear()
+        self._keywords.clear()
         return count
 
     # ------------------------------------------------------------ derived
@@ -1067,57 +867,3 @@ def _extension_usable(conn: Conn, name: str) -> bool:
     return usable
 
 
-def _session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for col in ("user_id", "agent_id", "tenant_id", "status"):
-        value = getattr(flt, col)
-        if value is not None:
-            clauses.append(f"{col} = %s")
-            params.append(value)
-    for key, value in flt.metadata.items():
-        # like SQLite's json_extract(metadata, '$.a.b'): dots address nested objects
-        nested: Any = value
-        for part in reversed(key.split(".")):
-            nested = {part: nested}
-        clauses.append("metadata @> %s")
-        params.append(Jsonb(nested))
-    if flt.active_since is not None:
-        clauses.append("last_active_at >= %s")
-        params.append(_aware(flt.active_since))
-    if flt.inactive_before is not None:
-        clauses.append("last_active_at < %s")
-        params.append(_aware(flt.inactive_before))
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-
-def _message_where(flt: MessageFilter) -> tuple[str, list[Any]]:
-    """Extra AND-clauses on messages m (joined with sessions s for user/agent filters)."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    if flt.session_id is not None:
-        clauses.append("m.session_id = %s")
-        params.append(flt.session_id)
-    if flt.tenant_id is not None:
-        clauses.append("m.tenant_id = %s")
-        params.append(flt.tenant_id)
-    for col in ("user_id", "agent_id"):
-        value = getattr(flt, col)
-        if value is not None:
-            clauses.append(f"s.{col} = %s")
-            params.append(value)
-    if flt.roles:
-        clauses.append("m.role = ANY(%s)")
-        params.append(list(flt.roles))
-    if flt.authors:
-        clauses.append("(m.author_id = ANY(%s) OR m.author_name = ANY(%s))")
-        params.extend([list(flt.authors), list(flt.authors)])
-    if flt.since is not None:
-        clauses.append("m.created_at >= %s")
-        params.append(_aware(flt.since))
-    if flt.until is not None:
-        clauses.append("m.created_at <= %s")
-        params.append(_aware(flt.until))
-    if not flt.include_hidden:
-        clauses.append("NOT m.hidden")
-    return ("AND " + " AND ".join(clauses) if clauses else ""), params
