@@ -32,11 +32,13 @@ def pg_server() -> Iterator[EmbeddedPostgres]:
     from memlane.store.pg_embedded import EmbeddedPostgres
     from memlane.store.postgres import PostgresStore
 
-    server = EmbeddedPostgres(fsync=False)
+    server: EmbeddedPostgres | None = None
     try:
+        server = EmbeddedPostgres(fsync=False)
         server.start()
     except Exception as exc:
-        server.cleanup()
+        if server is not None:
+            server.cleanup()
         pytest.fail(f"the embedded PostgreSQL did not start: {exc}", pytrace=False)
     try:
         PostgresStore(server.create_database(TEMPLATE_DB)).close()  # migrate once
