@@ -146,19 +146,20 @@ class PostgresStore:
             raise InvalidInputError(
                 f"schema {self.schema!r} must be a plain identifier (letters, digits, underscores)"
             )
-        # timestamptz comes back in UTC whatever the server's default zone is
-        options = ["-c timezone=UTC"]
+        # Session settings, applied with SET when the pool opens a connection (not as
+        # startup options, which PgBouncer refuses).
+        self._session_settings: dict[str, str] = {
+            # timestamptz comes back in UTC whatever the server's default zone is
+            "timezone": "UTC",
+            # The default 4.0 models spinning disks; with it the planner reads 100k rows
+            # sequentially rather than take the GIN index for a term in 5% of them (4x slower).
+            "random_page_cost": str(random_page_cost),
+        }
         if durability == "normal":
             # like SQLite's synchronous=NORMAL: a server crash may lose the last commits
-            options.append("-c synchronous_commit=off")
+            self._session_settings["synchronous_commit"] = "off"
         if self.schema is not None:
-            options.append(f"-c search_path={self.schema},public")
-        # pgvector's search settings for every session (placeholders until the library
-        # loads): vector search then needs no SET round trip (see pg_vectors.py)
-        options += ["-c hnsw.ef_search=100", "-c hnsw.iterative_scan=relaxed_order"]
-        # The default 4.0 models spinning disks; with it the planner reads 100k rows
-        # sequentially rather than take the GIN index for a term in 5% of them (4x slower).
-        options.append(f"-c random_page_cost={random_page_cost}")
+            self._session_settings["search_path"] = f"{self.schema}, public"
         self._retry_seconds = retry_seconds
         self._stats_lock = threading.Lock()
         self._keywords = Bm25Index(stats_ttl=stats_ttl, exact_below=exact_stats_below)
@@ -171,11 +172,8 @@ class PostgresStore:
             timeout=timeout,
             open=False,
             name="memlane",
-            kwargs={
-                "autocommit": True,
-                "application_name": application_name,
-                "options": " ".join(options),
-            },
+            kwargs={"autocommit": True, "application_name": application_name},
+            configure=self._configure,
         )
         try:
             self._pool.open(wait=True, timeout=timeout)
@@ -194,6 +192,21 @@ class PostgresStore:
     def pool(self) -> ConnectionPool[Conn]:
         """The connection pool, for components that keep their own tables (vectors, notes)."""
         return self._pool
+
+    def _configure(self, conn: Conn) -> None:
+        names, values = zip(*self._session_settings.items(), strict=True)
+        conn.execute(
+            "SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[]) AS s(name, value)",
+            (list(names), list(values)),
+        )
+        # pgvector's search settings (placeholders until the library loads), so vector
+        # search needs no SET of its own (see pg_vectors.py). pgvector before 0.8 has no
+        # iterative scans and refuses the setting: search then returns what the graph gives.
+        for name, value in (("hnsw.ef_search", "100"), ("hnsw.iterative_scan", "relaxed_order")):
+            try:
+                conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+            except psycopg.Error:
+                log.debug("PostgreSQL refused %s=%s", name, value)
 
     def _translate(self, exc: psycopg.Error, committing: bool) -> Exception:
         where = _redact(self.url)
