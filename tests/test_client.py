@@ -114,6 +114,8 @@ def test_client_with_keys_sees_only_its_tenant(tmp_path: Path) -> None:
             a.store_interaction("my cat is called Miso", "cute!", session_id="a1")
             b.store_interaction("my dog is called Rex", "nice!", session_id="b1")
             assert [s.id for s in a.list_sessions()] == ["a1"] and [s.id for s in b.list_sessions()] == ["b1"]
+            a.create_session(session_id="a2", metadata={"room": "!x:matrix.org"})
+            assert [s.id for s in a.list_sessions(metadata={"room": "!x:matrix.org"})] == ["a2"]
             assert {h.message.session_id for h in a.search("called")} == {"a1"}
             assert {h.message.session_id for h in b.search("called")} == {"b1"}
             with pytest.raises(SessionNotFoundError):

@@ -31,6 +31,11 @@ def test_session_lifecycle(api: TestClient, mem: Memory) -> None:
 
     listed = api.get("/v1/sessions", params={"user_id": "ana"}).json()["sessions"]
     assert [s["id"] for s in listed] == ["room-1"]
+    by_meta = api.get("/v1/sessions", params={"metadata": '{"lang": "de"}'}).json()["sessions"]
+    assert [s["id"] for s in by_meta] == ["room-1"]
+    for bad in ('{"a.b": 1}', '{"x": [1]}', "[1]", "nope", '{"x": "\\ud800"}'):
+        r = api.get("/v1/sessions", params={"metadata": bad})
+        assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_input", (bad, r.text)
     assert api.post("/v1/sessions", json={"session_id": "room-1"}).status_code == 409
 
     r = api.patch("/v1/sessions/room-1", json={"title": "Lisbon trip", "status": "paused"})

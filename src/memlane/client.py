@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -256,12 +257,15 @@ class MemoryClient:
             return self.get_session(session_id)
 
     def list_sessions(self, limit: int = 10, offset: int = 0, **filters: Any) -> list[Session]:
-        unknown = set(filters) - {"user_id", "agent_id", "tenant_id", "status", "active_since", "inactive_before"}
+        unknown = set(filters) - {
+            "user_id", "agent_id", "tenant_id", "status", "active_since", "inactive_before", "metadata"}
         if unknown:
             raise errors.InvalidInputError(
                 f"unknown session filter(s) {sorted(unknown)} for the server; use user_id, agent_id, "
-                "tenant_id, status, active_since, inactive_before"
+                "tenant_id, status, metadata, active_since, inactive_before"
             )
+        if filters.get("metadata") is not None:
+            filters["metadata"] = json.dumps(filters["metadata"])
         data = self._call("GET", "/v1/sessions", params={"limit": limit, "offset": offset, **filters})
         return [session_from_dict(s) for s in data["sessions"]]
 

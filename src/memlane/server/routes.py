@@ -82,11 +82,15 @@ def list_sessions(
     tenant_id: OptIdent = None,
     active_since: datetime | None = None,
     inactive_before: datetime | None = None,
+    metadata: Annotated[str | None, Query(
+        max_length=s.MAX_SHORT, description='Sessions whose metadata has these values, e.g. {"room": "!abc:matrix.org"}',
+    )] = None,
 ) -> dict[str, Any]:
     """Most recently active first. ``tenant_id`` is honoured only without API keys."""
     filters: dict[str, Any] = {
         "user_id": user_id, "agent_id": agent_id, "status": status, "tenant_id": tenant_id,
         "active_since": active_since, "inactive_before": inactive_before,
+        "metadata": s.metadata_filter(metadata) if metadata is not None else None,
     }
     found = v.list_sessions(limit=limit, offset=offset, **{k: x for k, x in filters.items() if x is not None})
     return {"sessions": [x.to_dict() for x in found]}

@@ -9,10 +9,15 @@ JSON can carry them, SQLite cannot store them, and a 422 that says so beats a
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from memlane.errors import InvalidInputError
 
 Role = Literal["system", "user", "assistant", "tool"]
 Status = Literal[
@@ -70,6 +75,30 @@ Text = Annotated[str, AfterValidator(_storable)]
 ShortText = Annotated[str, Field(max_length=MAX_SHORT), AfterValidator(_storable)]
 Ident = Annotated[str, Field(min_length=1, max_length=MAX_ID), AfterValidator(_ident)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(_shallow)]
+
+
+_META_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+
+
+def metadata_filter(text: str) -> dict[str, Any]:
+    """``{"key": scalar, ...}`` from a query parameter; keys are plain names (they become JSON paths)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(f'metadata must be a JSON object like {{"room": "x"}}: {exc}') from exc
+    if not isinstance(value, dict) or len(value) > 20:
+        raise InvalidInputError('metadata must be a JSON object like {"room": "x"} with at most 20 keys')
+    for key, item in value.items():
+        if not _META_KEY.match(key):
+            raise InvalidInputError(f"metadata filter key {key!r} must be a plain name (letters, digits, _)")
+        if not isinstance(item, str | int | float | bool) or (isinstance(item, float) and not math.isfinite(item)):
+            raise InvalidInputError(f"metadata filter value of {key!r} must be a string, number or boolean")
+        if isinstance(item, str):
+            try:
+                _storable(item)
+            except ValueError as exc:
+                raise InvalidInputError(f"metadata filter value of {key!r} {exc}") from exc
+    return value
 
 
 class _In(BaseModel):
