@@ -234,6 +234,9 @@ def test_export_import_roundtrip_exact(mem: Memory, tmp_path: Path) -> None:
     with pytest.raises(ConflictError):
         mem.import_sessions(mem.export_session(sid))
     assert mem.import_sessions(mem.export_session(sid), on_conflict="skip") == []
+    (copy,) = mem.import_sessions(mem.export_session(sid), on_conflict="new")
+    assert copy != sid and len(mem.load_session(copy)) == len(mem.load_session(sid))
+    assert mem.get_conversation_context(copy)[0]["turn_id"] != mem.get_conversation_context(sid)[0]["turn_id"]
 
 
 def test_import_rejects_bad_documents_without_writing(mem: Memory) -> None:

@@ -273,6 +273,15 @@ def _plan(
         msg.session_id = session_id
         msg.token_count = mem.counter.count_message(msg)
         messages.append(msg)
+    if fresh_id:
+        # A copy needs its own turn ids too: they are unique across the store.
+        renamed: dict[str, str] = {}
+        for msg in messages:
+            if msg.turn_id:
+                msg.turn_id = renamed.setdefault(msg.turn_id, str(uuid.uuid4()))
+        for item in doc.get("turns") or []:
+            if isinstance(item, dict) and item.get("turn_id"):
+                item["turn_id"] = renamed.setdefault(str(item["turn_id"]), str(uuid.uuid4()))
     turns: list[tuple[TurnRecord, int, int]] = []
     for j, item in enumerate(doc.get("turns") or []):
         ui, ai = item.get("user_index"), item.get("assistant_index")

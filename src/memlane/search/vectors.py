@@ -276,7 +276,8 @@ class SQLiteVectorIndex:
                 stored += cur.rowcount
             return stored
 
-        return self._store.write(run)
+        # Vectors are derived from the log (`memlane reindex` rebuilds them): no fsync.
+        return self._store.write(run, durable=False)
 
     def delete(self, ids: Sequence[int]) -> int:
         id_list = [int(i) for i in ids]
@@ -387,7 +388,7 @@ class SQLiteVectorIndex:
         if flt.session_id is None:
             # Loose filters (a user who owns most messages, hidden=0): rank everything, then
             # keep the best rows that pass. Falls through to the exact path when too few do.
-            pool = min(matrix.size, max(10 * k, 200))
+            pool = min(matrix.size, 2 * k + 50)
             ranked = _top(matrix.ids[: matrix.size], matrix.data[: matrix.size] @ q, pool)
             passing = self._passing([m for m, _ in ranked], where, params)
             kept = [(m, s) for m, s in ranked if m in passing]

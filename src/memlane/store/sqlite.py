@@ -171,8 +171,14 @@ class SQLiteStore:
         self._conn.execute("PRAGMA foreign_keys = ON")
         if self.path != ":memory:":
             self._retrying(lambda: self._conn.execute("PRAGMA journal_mode = WAL").fetchone())
-        self._conn.execute(f"PRAGMA synchronous = {durability.upper()}")
-        self._extension_hooks: list[Callable[[sqlite3.Connection], None]] = []
+        self._durability = durability.upper()
+        self._conn.execute(f"PRAGMA synchronous = {self._durability}")
+        self._busy_timeout_ms = int(busy_timeout_ms)
+        # Readers get a connection per thread (file databases only): in WAL mode they
+        # read the last committed state without waiting for the writer's lock, so a
+        # background write's fsync never stalls a caller's read.
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
         self._migrate()
 
     # ------------------------------------------------------------ plumbing
@@ -203,17 +209,35 @@ class SQLiteStore:
         except sqlite3.OperationalError as exc:
             raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
 
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one IMMEDIATE transaction, retried while the file is locked."""
+    def write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
+        """Run ``fn`` in one IMMEDIATE transaction, retried while the file is locked.
+
+        ``durable=False`` is for derived data (state, summaries, vectors) that can be
+        rebuilt from the log: its commit skips the fsync, so background work does not
+        double the disk flushes of the write path. The next durable commit flushes it.
+        """
 
         def attempt() -> T:
             with self._lock:
+                if not durable:
+                    self._conn.execute("PRAGMA synchronous = OFF")
+                try:
+                    return in_transaction()
+                finally:
+                    if not durable:
+                        self._conn.execute(f"PRAGMA synchronous = {self._durability}")
+
+        def in_transaction() -> T:
+            with self._lock:
                 self._conn.execute("BEGIN IMMEDIATE")
+                self._local.writing = True
                 try:
                     result = fn(self._conn)
                 except BaseException:
                     self._conn.execute("ROLLBACK")
                     raise
+                finally:
+                    self._local.writing = False
                 self._conn.execute("COMMIT")
                 return result
 
@@ -224,8 +248,29 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
 
+    def _reader(self) -> sqlite3.Connection | None:
+        """This thread's read connection, or None when reads must use the writer's."""
+        if self.path == ":memory:" or getattr(self._local, "writing", False):
+            return None  # one shared in-RAM database; or read-your-own-uncommitted-writes
+        conn: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._local.reader = conn
+            with self._lock:
+                self._readers.append(conn)
+        return conn
+
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         def attempt() -> list[Any]:
+            reader = self._reader()
+            if reader is not None:
+                return reader.execute(sql, params).fetchall()
             with self._lock:
                 return self._conn.execute(sql, params).fetchall()
 
@@ -644,7 +689,7 @@ class SQLiteStore:
             )
 
         try:
-            self.write(run)
+            self.write(run, durable=False)
         except ConflictError as exc:  # FK violation: the session is gone
             raise SessionNotFoundError(session_id) from exc
 
@@ -698,8 +743,11 @@ class SQLiteStore:
 
     def close(self) -> None:
         # closing twice or after a failure is harmless
-        with self._lock, contextlib.suppress(sqlite3.Error):
-            self._conn.close()
+        with self._lock:
+            for conn in [*self._readers, self._conn]:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._readers.clear()
 
 
 def _split_sql(script: str) -> list[str]:
