@@ -10,9 +10,11 @@ Three figures, one run:
 * ChromaDB — the same vectors in a ChromaDB collection (cosine HNSW), the same query
   vectors and the same user filter; reported as chroma p50 / memlane vector p50.
 
-Embedding 100,000 synthetic messages with MiniLM would take most of an hour on two cores and
-says nothing about search speed, so the big corpus gets real MiniLM vectors of a pool of
-distinct texts, each message the vector of its pool text plus a little noise (re-normalised).
+The corpus is LoCoMo's 2,760 turns repeated in conversation order (when the data is found,
+else synthetic chat), so word frequencies and queries (LoCoMo's questions) are those of
+real chats. Embedding 100,000 messages with MiniLM would take most of an hour on two cores
+and says nothing about search speed, so each distinct turn is embedded once (with the same
+document recipe as the indexer) and every copy gets that vector plus a little noise.
 Ingest throughput is measured separately, on real embedding of ``--ingest`` messages.
 """
 
@@ -24,6 +26,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from memlane.memory import Memory
-from memlane.models import MessageFilter
+from memlane.models import Message, MessageFilter
+from memlane.search.documents import document_text
 from memlane.search.embedders import Embedder
 from memlane.search.recall import embedder_from_settings, model_info
 from memlane.search.vectors import SQLiteVectorIndex
@@ -105,40 +109,75 @@ def bench_ingest(embedder_spec: str, count: int, workdir: Path) -> float:
         return count / (time.perf_counter() - t)
 
 
-def _build_corpus(
-    path: Path, embedder: Embedder, messages: int, pool_size: int, progress: Progress | None
-) -> tuple[np.ndarray[Any, np.dtype[np.float32]], list[int]]:
+@dataclass
+class _Corpus:
+    """Turns (speaker, text) in conversation order, and questions to ask about them."""
+
+    turns: list[tuple[str, str]]
+    queries: list[str]
+    source: str
+
+
+def _corpus(queries: int) -> _Corpus:
+    """LoCoMo's turns and questions when the data is there (realistic word frequencies and
+    questions), else synthetic chat."""
+    from memlane.eval.locomo_data import load_locomo, locomo_files
+
+    files = locomo_files()
+    if files:
+        turns: list[tuple[str, str]] = []
+        qs: list[str] = []
+        for f in files:
+            for conv in load_locomo(f):
+                turns.extend((t.speaker, t.as_text()) for _s, t in conv.iter_turns())
+                qs.extend(q.question for q in conv.qa)
+        random.Random(5).shuffle(qs)
+        return _Corpus(turns, qs[:queries], f"LoCoMo turns ({len(turns)} distinct, repeated)")
     rng = random.Random(11)
+    turns = [("Ann" if i % 2 == 0 else "Bob", _sentence(rng)) for i in range(3000)]
+    qs = [_sentence(rng, topics=1)[: rng.randint(30, 80)] for _ in range(queries)]
+    return _Corpus(turns, qs, "synthetic chat (LoCoMo data not found)")
+
+
+def _build_corpus(
+    path: Path, embedder: Embedder, messages: int, corpus: _Corpus, progress: Progress | None
+) -> tuple[np.ndarray[Any, np.dtype[np.float32]], list[int]]:
     nprng = np.random.default_rng(11)
-    pool = [_sentence(rng) for _ in range(pool_size)]
+    pool = corpus.turns
+    docs = [
+        document_text(Message(role="user", content=t, author_name=a),
+                      Message(role="user", content=pool[i - 1][1], author_name=pool[i - 1][0]) if i else None)
+        for i, (a, t) in enumerate(pool)
+    ]
     if progress:
-        progress("embedding the text pool", 0, pool_size)
-    pool_vecs = embedder.embed(pool)
-    if progress:
-        progress("embedding the text pool", pool_size, pool_size)
+        progress("embedding the distinct turns", 0, len(docs))
+    pool_vecs = np.zeros((len(docs), embedder.dimension), dtype=np.float32)
+    for i in range(0, len(docs), 256):
+        pool_vecs[i : i + 256] = embedder.embed(docs[i : i + 256])
+        if progress:
+            progress("embedding the distinct turns", min(i + 256, len(docs)), len(docs))
     vectors = np.zeros((messages, embedder.dimension), dtype=np.float32)
     ids: list[int] = []
-    start = datetime(2024, 1, 1, tzinfo=UTC)
+    start = datetime(2020, 1, 1, tzinfo=UTC)
+    per_session = 25
     with Memory(path, embedder="none", durability="normal") as mem:
-        per_session = 50
         for s in range(0, messages, per_session):
             sid = mem.create_session(user_id="bench-user", title=f"chat {s // per_session}")
             batch = []
             for j in range(min(per_session, messages - s)):
-                k = rng.randrange(pool_size)
-                text = pool[k] + " " + " ".join(rng.choice(_WORDS) for _ in range(3))
                 n = s + j
-                noise = nprng.normal(0, 0.02, embedder.dimension).astype(np.float32)
-                v = pool_vecs[k] + noise
+                k = n % len(pool)
+                # a copy of a turn is the same vector plus a little noise, so copies do not tie
+                v = pool_vecs[k] + nprng.normal(0, 0.01, embedder.dimension).astype(np.float32)
                 vectors[n] = v / np.linalg.norm(v)
+                speaker, text = pool[k]
                 batch.append({
                     "role": "user" if j % 2 == 0 else "assistant", "content": text,
-                    "author_name": "Ann" if j % 2 == 0 else "Bot",
-                    "created_at": start + timedelta(minutes=n),
+                    "author_name": speaker, "created_at": start + timedelta(minutes=n),
                 })
             ids.extend(m.id for m in mem.add_messages(sid, batch) if m.id is not None)
-            if progress and (s // per_session) % 20 == 0:
-                progress("writing messages", s + per_session, messages)
+            if progress and (s // per_session) % 40 == 0:
+                progress("writing messages", min(s + per_session, messages), messages)
     store = SQLiteStore(path, durability="normal")
     try:
         index = SQLiteVectorIndex(store)
@@ -158,7 +197,6 @@ def run_search_bench(
     ingest: int = 1000,
     queries: int = 200,
     embedder_spec: str = "minilm",
-    pool_size: int = 2000,
     chroma: bool = True,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
@@ -166,15 +204,15 @@ def run_search_bench(
     if embedder is None:
         raise ValueError("bench search needs an embedder")
     result: dict[str, Any] = {"messages": messages, "embedder": embedder.model_id}
-    rng = random.Random(5)
-    query_texts = [_sentence(rng, topics=1)[: rng.randint(30, 80)] for _ in range(queries)]
+    corpus = _corpus(queries)
+    query_texts = corpus.queries
     with tempfile.TemporaryDirectory(prefix="memlane-bench-") as tmp:
         work = Path(tmp)
         if progress:
             progress("ingest with embedding", 0, ingest)
         result["ingest_msgs_per_s"] = round(bench_ingest(embedder_spec, ingest, work), 1)
         db = work / "big.db"
-        vectors, ids = _build_corpus(db, embedder, messages, pool_size, progress)
+        vectors, ids = _build_corpus(db, embedder, messages, corpus, progress)
         qvecs = embedder.embed(query_texts)
         with Memory(db, embedder=embedder_spec, durability="normal") as mem:
             engine = mem.extensions["recall"]
@@ -201,7 +239,11 @@ def run_search_bench(
         result["query_embedding_ms_p50"] = round(statistics.median(embed), 2)
         result["vector_search_ms_p50"] = round(statistics.median(vec), 2)
         result["keyword_search_ms_p50"] = round(statistics.median(kw), 2)
-        result["vectors"] = f"MiniLM vectors of {pool_size} texts, +noise, over {messages} messages"
+        result["corpus"] = corpus.source
+        result["vectors"] = (
+            f"{embedder.model_id} vectors of the {len(corpus.turns)} distinct turns, each copy "
+            "with a little noise"
+        )
         if chroma:
             result["chromadb"] = _chroma(vectors, ids, qvecs, work, progress)
             c = result["chromadb"]

@@ -33,6 +33,7 @@ import re
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -42,7 +43,7 @@ from memlane.errors import InvalidInputError
 from memlane.models import Message, MessageFilter, SearchHit, Session, to_epoch
 from memlane.search.embedders import Embedder
 from memlane.search.vectors import VectorIndex, Vectors
-from memlane.store import Store
+from memlane.store import KeywordHit, Store
 from memlane.text import content_words, snippet
 
 Mode = Literal["hybrid", "keyword", "semantic"]
@@ -52,8 +53,15 @@ _NAME_RE = re.compile(r"[^\W\d_][\w'’-]*")
 _POSSESSIVE = re.compile(r"['’]s?$")
 
 
+def _done(value: list[KeywordHit]) -> Future[list[KeywordHit]]:
+    fut: Future[list[KeywordHit]] = Future()
+    fut.set_result(value)
+    return fut
+
+
 def _stems(text: str) -> set[str]:
-    """Crude stems of the content words: enough to match "painted" with "painting"."""
+    """Crude stems of the content words, matched as substrings of lower-cased text: enough
+    to match "painted" with "painting" and "fix" with "fixed"."""
     return {_stem(w) for w in content_words(text) if len(w) > 2}
 
 
@@ -94,7 +102,9 @@ class RecallConfig:
     #: leave speakers' names out of the keyword query (the speaker part scores them)
     strip_names: bool = True
     #: share of the query's terms found in the message and its adjacent turns
-    coverage: float = 0.4
+    coverage: float = 0.3
+    #: how many of the best candidates get the coverage part
+    coverage_top: int = 50
 
     def with_(self, **changes: float | int) -> RecallConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -107,8 +117,9 @@ class Candidate:
     semantic: float = 0.0  # cosine similarity, 0 when the message has no vector
     keyword_rank: int | None = None
     semantic_rank: int | None = None
-    #: text of the adjacent turns of the same session (for query-term coverage)
-    context: str = ""
+    #: lower-cased text of the message and its adjacent turns (query-term coverage);
+    #: fetched lazily, only for the best candidates
+    context: str | None = None
 
 
 class RecallEngine:
@@ -131,6 +142,19 @@ class RecallEngine:
         self._query_cache: OrderedDict[str, Vectors] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._authors: set[str] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._cache_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memlane-search")
+            return self._executor
+
+    def close(self) -> None:
+        with self._cache_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
 
     @property
     def has_vectors(self) -> bool:
@@ -201,14 +225,22 @@ class RecallEngine:
     ) -> list[Candidate]:
         size = pool or self.config.pool
         found: dict[int, Candidate] = {}
+        keyword: Future[list[KeywordHit]] | None = None
         if mode in ("hybrid", "keyword"):
             kw_query = self._keyword_query(query) if mode == "hybrid" else query
-            for rank, hit in enumerate(self.store.keyword_search(kw_query, flt, limit=size)):
+            if mode == "hybrid" and self.index is not None:
+                # BM25 runs in SQLite (which releases the GIL) while the model embeds the
+                # query: the two slowest steps overlap instead of adding up.
+                keyword = self._pool().submit(self.store.keyword_search, kw_query, flt, limit=size)
+            else:
+                keyword = _done(self.store.keyword_search(kw_query, flt, limit=size))
+        qvec = self.embed_query(query) if mode in ("hybrid", "semantic") and self.index else None
+        if keyword is not None:
+            for rank, hit in enumerate(keyword.result()):
                 if hit.message.id is None:
                     continue
                 found[hit.message.id] = Candidate(hit.message, keyword=hit.score, keyword_rank=rank)
-        if mode in ("hybrid", "semantic") and self.index is not None:
-            qvec = self.embed_query(query)
+        if qvec is not None and self.index is not None:
             sem = self.index.search(qvec, size, flt)
             missing = [mid for mid, _ in sem if mid not in found]
             fetched = {m.id: m for m in self.store.get_messages(missing)} if missing else {}
@@ -226,21 +258,23 @@ class RecallEngine:
                 if unscored:
                     for mid, sim in self.index.similarities(qvec, unscored).items():
                         found[mid].semantic = sim
-        out = list(found.values())
-        if mode == "hybrid" and self.config.coverage:
-            self._attach_context(out)
-        return out
+        return list(found.values())
 
-    def _attach_context(self, cands: list[Candidate]) -> None:
-        wanted = {mid + d for c in cands if (mid := c.message.id) for d in (-1, 1)}
+    def _attach_context(self, cands: Sequence[Candidate]) -> None:
+        todo = [c for c in cands if c.context is None]
+        known = {c.message.id: c.message for c in cands}
+        wanted = {
+            mid + d for c in todo if (mid := c.message.id) for d in (-1, 1)
+        } - set(known)
         near = {m.id: m for m in self.store.get_messages(sorted(wanted))} if wanted else {}
-        for c in cands:
+        near.update(known)
+        for c in todo:
             mid = c.message.id or 0
-            parts = [
+            parts = [c.message.content] + [
                 m.content for m in (near.get(mid - 1), near.get(mid + 1))
                 if m is not None and m.session_id == c.message.session_id
             ]
-            c.context = " ".join(parts)
+            c.context = " ".join(parts).lower()
 
     # ------------------------------------------------------------ ranking
 
@@ -284,12 +318,17 @@ class RecallEngine:
                 b = p["keyword"]
             author = (c.message.author_name or "").lower()
             p["speaker"] = 1.0 if author and author in speakers else 0.0
-            if cfg.coverage and terms:
-                have = _stems(c.message.content + " " + c.context)
-                p["coverage"] = len(terms & have) / len(terms)
-                b += cfg.coverage * p["coverage"]
             parts.append(p)
             base.append(b)
+
+        if terms:
+            # Coverage only matters near the top: fetch adjacent turns for the best few.
+            best = sorted(range(len(cands)), key=lambda i: -base[i])[: cfg.coverage_top]
+            self._attach_context([cands[i] for i in best])
+            for i in best:
+                text = cands[i].context or ""
+                parts[i]["coverage"] = sum(1 for t in terms if t in text) / len(terms)
+                base[i] += cfg.coverage * parts[i]["coverage"]
 
         # neighbours: adjacent turns of one session (ids are assigned in append order)
         by_id = {c.message.id: i for i, c in enumerate(cands)}
@@ -297,7 +336,8 @@ class RecallEngine:
         for i, c in enumerate(cands):
             session_scores[c.message.session_id].append(base[i])
         session_rel = {
-            sid: float(np.mean(sorted(v, reverse=True)[: cfg.session_top])) for sid, v in session_scores.items()
+            sid: sum(top := sorted(v, reverse=True)[: cfg.session_top]) / len(top)
+            for sid, v in session_scores.items()
         }
         best_session = max(session_rel.values(), default=0.0) or 1.0
 

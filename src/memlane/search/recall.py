@@ -79,6 +79,7 @@ def attach(mem: Memory) -> None:
         mem.extensions.setdefault("forget_hooks", []).append(indexer.forget)
         mem.extensions["indexer"] = indexer
     engine = RecallEngine(mem.store, embedder=embedder, index=index)
+    mem.add_closer(engine.close)
     mem.add_observer(lambda _session, msgs: engine.note_authors(msgs))
     mem.extensions["recall"] = engine
     mem.extensions["search"] = engine.search
