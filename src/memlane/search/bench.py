@@ -5,8 +5,9 @@ Three figures, one run:
 * ingest with embedding — messages/s through ``Memory.add_messages`` (one turn of two
   messages per call) until ``flush()`` returns, with the configured embedder;
 * search latency — ``mem.search(query, user_id=..., top_k=10)`` over ``--messages`` messages
-  (default 100,000) of one user, p50/p95, hybrid (BM25 + vectors + signals), plus the
-  vector step alone;
+  (default 100,000) of one user, p50/p95, hybrid (BM25 + vectors + signals) including the
+  query's embedding; then the same with the query vector cached, and the vector and BM25
+  steps alone;
 * ChromaDB — the same vectors in a ChromaDB collection (cosine HNSW), the same query
   vectors and the same user filter; reported as chroma p50 / memlane vector p50.
 
@@ -216,26 +217,28 @@ def run_search_bench(
         qvecs = embedder.embed(query_texts)
         with Memory(db, embedder=embedder_spec, durability="normal") as mem:
             engine = mem.extensions["recall"]
-            for q, v in zip(query_texts, qvecs, strict=True):
-                engine._query_cache[q] = v  # query embedding is timed on its own below
             index = engine.index
             flt = MessageFilter(user_id="bench-user")
             mem.search(query_texts[0], user_id="bench-user")  # load the matrix
             if progress:
                 progress("searching", 0, queries)
             hybrid: list[float] = []
+            warm: list[float] = []
             vec: list[float] = []
             kw: list[float] = []
-            for q, v in zip(query_texts, qvecs, strict=True):
+            for i, (q, v) in enumerate(zip(query_texts, qvecs, strict=True)):
+                # the real call: embeds the query, BM25, vectors, fusion, messages
                 hybrid.append(_time_once(mem.search, q, user_id="bench-user", top_k=10))
+                # the same again with the query's vector cached: the search work alone
+                warm.append(_time_once(mem.search, q, user_id="bench-user", top_k=10))
+                if progress and i % 20 == 0:
+                    progress("searching", i + 1, len(query_texts))
                 vec.append(_time_once(index.search, v, 10, flt))
                 kw.append(_time_once(mem.store.keyword_search, q, flt, limit=100))
             embed = _timed(lambda: embedder.embed_query("what did Ann say about the kayak trip"), 30)
         result["search_ms_p50"] = round(statistics.median(hybrid), 2)
         result["search_ms_p95"] = round(_pct(hybrid, 0.95), 2)
-        result["search_ms_p50_with_query_embedding"] = round(
-            statistics.median(hybrid) + statistics.median(embed), 2
-        )
+        result["search_ms_p50_query_vector_cached"] = round(statistics.median(warm), 2)
         result["query_embedding_ms_p50"] = round(statistics.median(embed), 2)
         result["vector_search_ms_p50"] = round(statistics.median(vec), 2)
         result["keyword_search_ms_p50"] = round(statistics.median(kw), 2)
