@@ -50,11 +50,14 @@ from memlane.models import (
     SessionFilter,
     Turn,
 )
+from memlane.store import filters
 from memlane.store.base import KeywordHit, TurnRecord
 from memlane.store.pg_rows import (
     _MESSAGE_COLS,
     _SESSION_COLS,
+    DIALECT,
     _aware,
+    _json,
     _session_where,
     _utc,
     row_to_message,
@@ -62,6 +65,7 @@ from memlane.store.pg_rows import (
 )
 from memlane.store.pg_search import EXACT_STATS_BELOW, Bm25Index, fts5_idf, tsquery_literal
 from memlane.store.postgres_schema import MIGRATIONS, OPTIONAL
+from memlane.store.rows import TURN_COLS, decode_turns, turn_message_ids
 
 if TYPE_CHECKING:
     from memlane.store.pg_keys import PgKeyStore
@@ -569,15 +573,9 @@ class PostgresStore:
         before_id: int | None = None,
         include_hidden: bool = False,
     ) -> list[Message]:
-        query = f"SELECT {_MESSAGE_COLS} FROM messages WHERE session_id = %s"
-        params: list[Any] = [session_id]
-        if before_id is not None:
-            query += " AND id < %s"
-            params.append(before_id)
-        if not include_hidden:
-            query += " AND NOT hidden"
-        query += " ORDER BY id DESC LIMIT %s"
-        params.append(int(limit))
+        query, params = filters.recent_messages_query(
+            DIALECT, session_id, limit, before_id=before_id, include_hidden=include_hidden
+        )
         return [row_to_message(r) for r in self.read(query, params)]
 
     def iter_messages(
@@ -588,23 +586,10 @@ class PostgresStore:
         batch: int = 500,
         include_hidden: bool = True,
     ) -> Iterator[Message]:
-        last = after_id
-        while True:
-            query = f"SELECT {_MESSAGE_COLS} FROM messages WHERE id > %s"
-            params: list[Any] = [last]
-            if session_id is not None:
-                query += " AND session_id = %s"
-                params.append(session_id)
-            if not include_hidden:
-                query += " AND NOT hidden"
-            query += " ORDER BY id LIMIT %s"
-            params.append(batch)
-            rows = self.read(query, params)
-            if not rows:
-                return
-            for row in rows:
-                yield row_to_message(row)
-            last = rows[-1][0]
+        return filters.iter_messages(
+            DIALECT, self.read, row_to_message, session_id,
+            after_id=after_id, batch=batch, include_hidden=include_hidden,
+        )
 
     def get_messages(self, ids: Sequence[int]) -> list[Message]:
         id_list = [int(i) for i in ids]
@@ -703,38 +688,12 @@ class PostgresStore:
 
     def list_turns(self, session_id: str, *, limit: int = 50) -> list[Turn]:
         rows = self.read(
-            "SELECT turn_id, user_message_id, assistant_message_id, intent, action_name, "
-            "job_refs, model_used, confidence_score, processing_time, resolved_query, "
-            "context_used, metadata, created_at FROM turns WHERE session_id = %s "
+            f"SELECT {TURN_COLS} FROM turns WHERE session_id = %s "
             "ORDER BY created_at DESC, seq DESC LIMIT %s",
             (session_id, limit),
         )
-        ids = [r[1] for r in rows] + [r[2] for r in rows]
-        by_id = {m.id: m for m in self.get_messages([i for i in ids if i is not None])}
-        turns: list[Turn] = []
-        for r in reversed(rows):
-            user, assistant = by_id.get(r[1]), by_id.get(r[2])
-            if user is None or assistant is None:
-                continue  # one side was forgotten; the turn is no longer whole
-            turns.append(
-                Turn(
-                    turn_id=r[0],
-                    session_id=session_id,
-                    user_message=user,
-                    assistant_message=assistant,
-                    intent=r[3],
-                    action_name=r[4],
-                    job_refs=list(r[5] or []),
-                    model_used=r[6],
-                    confidence_score=r[7],
-                    processing_time=r[8],
-                    resolved_query=r[9],
-                    context_used=r[10],
-                    metadata=r[11] or {},
-                    created_at=_utc(r[12]),
-                )
-            )
-        return turns
+        by_id = {m.id: m for m in self.get_messages(turn_message_ids(rows))}
+        return decode_turns(rows, session_id, by_id, _json, _utc)
 
     # ------------------------------------------------------------ keyword index
 

@@ -51,21 +51,24 @@ from memlane.models import (
     from_epoch,
     to_epoch,
 )
+from memlane.store import filters
 from memlane.store.base import KeywordHit, TurnRecord
+from memlane.store.rows import (
+    M_COLS,
+    TURN_COLS,
+    decode_message,
+    decode_session,
+    decode_turns,
+    turn_message_ids,
+)
+from memlane.store.rows import MESSAGE_COLS as _MESSAGE_COLS
+from memlane.store.rows import SESSION_COLS as _SESSION_COLS
 from memlane.store.sqlite_schema import MIGRATIONS
 from memlane.text import fts5_query
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_SESSION_COLS = (
-    "id, tenant_id, user_id, agent_id, title, system_prompt, metadata, status, "
-    "created_at, updated_at, last_active_at, message_count"
-)
-_MESSAGE_COLS = (
-    "id, session_id, role, content, name, tool_calls, tool_call_id, author_id, author_name, "
-    "turn_id, created_at, metadata, importance, pinned, hidden, token_count"
-)
 _UPDATABLE_SESSION_FIELDS = frozenset(
     {"title", "system_prompt", "metadata", "status", "user_id", "agent_id", "last_active_at"}
 )
@@ -91,50 +94,31 @@ def _dumps(value: object) -> str:
 
 
 def row_to_session(row: Sequence[Any]) -> Session:
-    metadata = _loads(row[6], "sessions", row[0], "metadata")
-    if not isinstance(metadata, dict):
-        raise CorruptRecordError("sessions", row[0], "metadata is not a JSON object")
-    return Session(
-        id=row[0],
-        tenant_id=row[1],
-        user_id=row[2],
-        agent_id=row[3],
-        title=row[4],
-        system_prompt=row[5],
-        metadata=metadata,
-        status=row[7],
-        created_at=from_epoch(row[8]),
-        updated_at=from_epoch(row[9]),
-        last_active_at=from_epoch(row[10]),
-        message_count=int(row[11]),
-    )
+    return decode_session(row, _loads, from_epoch)
 
 
 def row_to_message(row: Sequence[Any]) -> Message:
-    metadata = _loads(row[11], "messages", row[0], "metadata")
-    tool_calls = _loads(row[5], "messages", row[0], "tool_calls")
-    if not isinstance(metadata, dict) or (tool_calls is not None and not isinstance(tool_calls, list)):
-        raise CorruptRecordError("messages", row[0], "metadata/tool_calls have the wrong JSON type")
-    if not isinstance(row[3], str):
-        raise CorruptRecordError("messages", row[0], "content is not text")
-    return Message(
-        id=int(row[0]),
-        session_id=row[1],
-        role=row[2],
-        content=row[3],
-        name=row[4],
-        tool_calls=tool_calls,
-        tool_call_id=row[6],
-        author_id=row[7],
-        author_name=row[8],
-        turn_id=row[9],
-        created_at=from_epoch(row[10]),
-        metadata=metadata,
-        importance=float(row[12]),
-        pinned=bool(row[13]),
-        hidden=bool(row[14]),
-        token_count=row[15],
-    )
+    return decode_message(row, _loads, from_epoch)
+
+
+def _in_list(column: str, values: Sequence[Any]) -> filters.Clause:
+    return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
+
+def _metadata_equals(key: str, value: Any) -> filters.Clause:
+    # json_extract's path: dots address nested objects
+    return "json_extract(metadata, ?) = ?", [f"$.{key}", value]
+
+
+# SQLite keeps times as epoch seconds and booleans as 0/1; messages have no tenant column
+DIALECT = filters.Dialect(
+    mark="?",
+    time=to_epoch,
+    in_list=_in_list,
+    metadata_equals=_metadata_equals,
+    is_false="{} = 0",
+    message_tenant="s.tenant_id",
+)
 
 
 class SQLiteStore:
@@ -482,15 +466,9 @@ class SQLiteStore:
         before_id: int | None = None,
         include_hidden: bool = False,
     ) -> list[Message]:
-        sql = f"SELECT {_MESSAGE_COLS} FROM messages WHERE session_id = ?"
-        params: list[Any] = [session_id]
-        if before_id is not None:
-            sql += " AND id < ?"
-            params.append(before_id)
-        if not include_hidden:
-            sql += " AND hidden = 0"
-        sql += " ORDER BY id DESC LIMIT ?"
-        params.append(int(limit))
+        sql, params = filters.recent_messages_query(
+            DIALECT, session_id, limit, before_id=before_id, include_hidden=include_hidden
+        )
         return [row_to_message(r) for r in self.read(sql, params)]
 
     def iter_messages(
@@ -501,23 +479,10 @@ class SQLiteStore:
         batch: int = 500,
         include_hidden: bool = True,
     ) -> Iterator[Message]:
-        last = after_id
-        while True:
-            sql = f"SELECT {_MESSAGE_COLS} FROM messages WHERE id > ?"
-            params: list[Any] = [last]
-            if session_id is not None:
-                sql += " AND session_id = ?"
-                params.append(session_id)
-            if not include_hidden:
-                sql += " AND hidden = 0"
-            sql += " ORDER BY id LIMIT ?"
-            params.append(batch)
-            rows = self.read(sql, params)
-            if not rows:
-                return
-            for row in rows:
-                yield row_to_message(row)
-            last = rows[-1][0]
+        return filters.iter_messages(
+            DIALECT, self.read, row_to_message, session_id,
+            after_id=after_id, batch=batch, include_hidden=include_hidden,
+        )
 
     def get_messages(self, ids: Sequence[int]) -> list[Message]:
         out: list[Message] = []
@@ -619,38 +584,12 @@ class SQLiteStore:
 
     def list_turns(self, session_id: str, *, limit: int = 50) -> list[Turn]:
         rows = self.read(
-            "SELECT turn_id, user_message_id, assistant_message_id, intent, action_name, "
-            "job_refs, model_used, confidence_score, processing_time, resolved_query, "
-            "context_used, metadata, created_at FROM turns WHERE session_id = ? "
+            f"SELECT {TURN_COLS} FROM turns WHERE session_id = ? "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",
             (session_id, limit),
         )
-        ids = [r[1] for r in rows] + [r[2] for r in rows]
-        by_id = {m.id: m for m in self.get_messages([i for i in ids if i is not None])}
-        turns: list[Turn] = []
-        for r in reversed(rows):
-            user, assistant = by_id.get(r[1]), by_id.get(r[2])
-            if user is None or assistant is None:
-                continue  # one side was forgotten; the turn is no longer whole
-            turns.append(
-                Turn(
-                    turn_id=r[0],
-                    session_id=session_id,
-                    user_message=user,
-                    assistant_message=assistant,
-                    intent=r[3],
-                    action_name=r[4],
-                    job_refs=list(_loads(r[5], "turns", r[0], "job_refs") or []),
-                    model_used=r[6],
-                    confidence_score=r[7],
-                    processing_time=r[8],
-                    resolved_query=r[9],
-                    context_used=None if r[10] is None else bool(r[10]),
-                    metadata=_loads(r[11], "turns", r[0], "metadata") or {},
-                    created_at=from_epoch(r[12]),
-                )
-            )
-        return turns
+        by_id = {m.id: m for m in self.get_messages(turn_message_ids(rows))}
+        return decode_turns(rows, session_id, by_id, _loads, from_epoch)
 
     # ------------------------------------------------------------ keyword index
 
@@ -662,7 +601,7 @@ class SQLiteStore:
             return []
         where, params = _message_where(flt)
         sql = (
-            f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLS.split(','))}, "
+            f"SELECT {M_COLS}, "
             "bm25(messages_fts) AS rank FROM messages_fts "
             "JOIN messages m ON m.id = messages_fts.rowid "
             "JOIN sessions s ON s.id = m.session_id "
@@ -768,51 +707,9 @@ def _split_sql(script: str) -> list[str]:
 
 
 def _session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for col in ("user_id", "agent_id", "tenant_id", "status"):
-        value = getattr(flt, col)
-        if value is not None:
-            clauses.append(f"{col} = ?")
-            params.append(value)
-    for key, value in flt.metadata.items():
-        clauses.append("json_extract(metadata, ?) = ?")
-        params.extend([f"$.{key}", value])
-    if flt.active_since is not None:
-        clauses.append("last_active_at >= ?")
-        params.append(to_epoch(flt.active_since))
-    if flt.inactive_before is not None:
-        clauses.append("last_active_at < ?")
-        params.append(to_epoch(flt.inactive_before))
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+    return filters.session_where(DIALECT, flt)
 
 
 def _message_where(flt: MessageFilter) -> tuple[str, list[Any]]:
     """Extra AND-clauses on messages m joined with sessions s."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    if flt.session_id is not None:
-        clauses.append("m.session_id = ?")
-        params.append(flt.session_id)
-    for col in ("user_id", "agent_id", "tenant_id"):
-        value = getattr(flt, col)
-        if value is not None:
-            clauses.append(f"s.{col} = ?")
-            params.append(value)
-    if flt.roles:
-        clauses.append(f"m.role IN ({','.join('?' * len(flt.roles))})")
-        params.extend(flt.roles)
-    if flt.authors:
-        marks = ",".join("?" * len(flt.authors))
-        clauses.append(f"(m.author_id IN ({marks}) OR m.author_name IN ({marks}))")
-        params.extend([*flt.authors, *flt.authors])
-    if flt.since is not None:
-        clauses.append("m.created_at >= ?")
-        params.append(to_epoch(flt.since))
-    if flt.until is not None:
-        clauses.append("m.created_at <= ?")
-        params.append(to_epoch(flt.until))
-    if not flt.include_hidden:
-        clauses.append("m.hidden = 0")
-    return ("AND " + " AND ".join(clauses) if clauses else ""), params
-
+    return filters.message_where(DIALECT, flt)

@@ -1,0 +1,140 @@
+"""WHERE clauses for session and message filters, shared by the SQLite and PostgreSQL stores.
+
+One builder per filter, so a filter means the same thing on every backend and every
+search path (keyword, vector, listing). A :class:`Dialect` carries only what really
+differs between the two SQL dialects: the placeholder, how a timestamp is bound, how
+"column in this list" and "metadata key equals value" are written, and how a boolean
+column is tested for false.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memlane.models import Message, MessageFilter, SessionFilter
+from memlane.store.rows import MESSAGE_COLS
+
+Clause = tuple[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    mark: str
+    """The driver's placeholder: ``?`` (sqlite3) or ``%s`` (psycopg)."""
+    time: Callable[[datetime], Any]
+    """A datetime as the value bound for a timestamp column."""
+    in_list: Callable[[str, Sequence[Any]], Clause]
+    """``column`` is one of ``values`` (a non-empty list)."""
+    metadata_equals: Callable[[str, Any], Clause]
+    """The session metadata at dotted ``key`` equals ``value``."""
+    is_false: str
+    """A format string testing a boolean column (``{}``) for false."""
+    message_tenant: str
+    """Where a message's tenant is read: not every schema keeps it on messages."""
+
+
+def session_where(d: Dialect, flt: SessionFilter) -> Clause:
+    """A ``WHERE ...`` clause (or "") on sessions, and its parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for col in ("user_id", "agent_id", "tenant_id", "status"):
+        value = getattr(flt, col)
+        if value is not None:
+            clauses.append(f"{col} = {d.mark}")
+            params.append(value)
+    for key, value in flt.metadata.items():
+        clause, values = d.metadata_equals(key, value)
+        clauses.append(clause)
+        params.extend(values)
+    if flt.active_since is not None:
+        clauses.append(f"last_active_at >= {d.mark}")
+        params.append(d.time(flt.active_since))
+    if flt.inactive_before is not None:
+        clauses.append(f"last_active_at < {d.mark}")
+        params.append(d.time(flt.inactive_before))
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def message_where(d: Dialect, flt: MessageFilter) -> Clause:
+    """Extra ``AND ...`` clauses (or "") on messages m joined with sessions s, and their parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if flt.session_id is not None:
+        clauses.append(f"m.session_id = {d.mark}")
+        params.append(flt.session_id)
+    if flt.tenant_id is not None:
+        clauses.append(f"{d.message_tenant} = {d.mark}")
+        params.append(flt.tenant_id)
+    for col in ("user_id", "agent_id"):
+        value = getattr(flt, col)
+        if value is not None:
+            clauses.append(f"s.{col} = {d.mark}")
+            params.append(value)
+    if flt.roles:
+        clause, values = d.in_list("m.role", list(flt.roles))
+        clauses.append(clause)
+        params.extend(values)
+    if flt.authors:
+        by_id, id_values = d.in_list("m.author_id", list(flt.authors))
+        by_name, name_values = d.in_list("m.author_name", list(flt.authors))
+        clauses.append(f"({by_id} OR {by_name})")
+        params.extend([*id_values, *name_values])
+    if flt.since is not None:
+        clauses.append(f"m.created_at >= {d.mark}")
+        params.append(d.time(flt.since))
+    if flt.until is not None:
+        clauses.append(f"m.created_at <= {d.mark}")
+        params.append(d.time(flt.until))
+    if not flt.include_hidden:
+        clauses.append(d.is_false.format("m.hidden"))
+    return ("AND " + " AND ".join(clauses) if clauses else ""), params
+
+
+def recent_messages_query(
+    d: Dialect, session_id: str, limit: int, *, before_id: int | None, include_hidden: bool
+) -> Clause:
+    """The newest ``limit`` messages of a session (newest first), optionally before an id."""
+    query = f"SELECT {MESSAGE_COLS} FROM messages WHERE session_id = {d.mark}"
+    params: list[Any] = [session_id]
+    if before_id is not None:
+        query += f" AND id < {d.mark}"
+        params.append(before_id)
+    if not include_hidden:
+        query += " AND " + d.is_false.format("hidden")
+    query += f" ORDER BY id DESC LIMIT {d.mark}"
+    params.append(int(limit))
+    return query, params
+
+
+def iter_messages(
+    d: Dialect,
+    read: Callable[[str, list[Any]], list[Any]],
+    decode: Callable[[Sequence[Any]], Message],
+    session_id: str | None,
+    *,
+    after_id: int,
+    batch: int,
+    include_hidden: bool,
+) -> Iterator[Message]:
+    """Messages in id order, read ``batch`` at a time by keyset paging (never OFFSET,
+    so a long export stays fast and sees messages appended while it runs)."""
+    last = after_id
+    while True:
+        query = f"SELECT {MESSAGE_COLS} FROM messages WHERE id > {d.mark}"
+        params: list[Any] = [last]
+        if session_id is not None:
+            query += f" AND session_id = {d.mark}"
+            params.append(session_id)
+        if not include_hidden:
+            query += " AND " + d.is_false.format("hidden")
+        query += f" ORDER BY id LIMIT {d.mark}"
+        params.append(batch)
+        rows = read(query, params)
+        if not rows:
+            return
+        for row in rows:
+            yield decode(row)
+        last = rows[-1][0]
