@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from memlane.errors import InvalidInputError
 from memlane.models import Message, SearchHit
 from memlane.search.documents import RECIPE
-from memlane.search.embedders import Embedder, get_embedder
+from memlane.search.embedders import MINILM_F32_MODEL_ID, Embedder, MiniLMEmbedder, get_embedder
 from memlane.search.engine import RecallEngine
 from memlane.search.indexer import Indexer
 from memlane.search.vectors import ModelInfo, SQLiteVectorIndex, VectorIndex, check_model
@@ -65,12 +65,34 @@ def model_info(embedder: Embedder) -> ModelInfo:
     return ModelInfo(embedder.model_id, embedder.dimension, RECIPE)
 
 
+def _keep_older_minilm(embedder: Embedder, index: VectorIndex, spec: str | None) -> Embedder:
+    """The float32-activation MiniLM for a database it embedded, when the spec is plain "minilm".
+
+    The default MiniLM became the int8-activation variant (another model_id). A database
+    whose vectors came from the float32 one goes on with that one instead of refusing to
+    open until `memlane reindex` (which, given "minilm", moves it to the int8 variant).
+    """
+    plain = spec is None or spec.strip().lower() == "minilm"
+    if not plain or not isinstance(embedder, MiniLMEmbedder) or embedder.activations != "int8":
+        return embedder
+    stored = index.model_info()
+    if stored is None or stored.model_id != MINILM_F32_MODEL_ID:
+        return embedder
+    log.info(
+        "vectors in %s came from MiniLM with float32 activations; using that variant "
+        "(run `memlane reindex` to switch to the faster int8 one)", index,
+    )
+    return MiniLMEmbedder(activations="float32")
+
+
 def attach(mem: Memory) -> None:
     embedder = embedder_from_settings(mem.settings.embedder)
     index = vector_index_for(mem.store) if embedder is not None else None
     if embedder is not None and index is None:
         log.warning("store %s keeps no vectors; search is keyword-only", mem.store.url)
         embedder = None
+    if embedder is not None and index is not None:
+        embedder = _keep_older_minilm(embedder, index, mem.settings.embedder)
     indexer: Indexer | None = None
     if embedder is not None and index is not None:
         check_model(index, model_info(embedder))  # raises EmbedderMismatchError

@@ -1,0 +1,159 @@
+"""Int8 activations for MiniLM: the graph rewrite on a small real ONNX graph, the shipped
+calibration, the calibration fallback for other model files, and databases embedded with
+the float32-activation variant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from memlane import EmbedderMismatchError, Memory
+from memlane.cli.main import main as cli_main
+from memlane.errors import EmbedderError
+from memlane.search.embedders import MINILM_F32_MODEL_ID, MINILM_MODEL_ID, MiniLMEmbedder, _default_model_path
+from memlane.search.minilm_w8a8 import (
+    calibration_texts,
+    main,
+    quantizable_matmuls,
+    rewrite,
+    u8s8_is_exact,
+)
+
+K, N = 16, 8
+
+
+def _tiny_model(opset: int, *, int8_weight: bool = True) -> onnx.ModelProto:
+    """x -> LayerNorm -> x @ dequant(W) -> y, shaped like one MiniLM projection."""
+    rng = np.random.default_rng(3)
+    gamma = np.ones(K, np.float32)
+    gamma[5] = 12.0  # an outlier channel, as MiniLM's channel 99
+    beta = rng.normal(0, 0.1, K).astype(np.float32)
+    weight = rng.normal(0, 0.2, (K, N)).astype(np.float32)
+    scale = (np.abs(weight).max(axis=0, keepdims=True) / 127).astype(np.float32)
+    q = np.round(weight / scale).astype(np.int8)
+    inits = [numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(beta, "beta")]
+    if int8_weight:
+        inits += [numpy_helper.from_array(q, "w_q"), numpy_helper.from_array(scale, "w_scale")]
+        weight_nodes = [
+            helper.make_node("Cast", ["w_q"], ["w_f"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["w_f", "w_scale"], ["w"]),
+        ]
+    else:
+        inits += [numpy_helper.from_array(q.astype(np.float32) * scale, "w")]
+        weight_nodes = []
+    graph = helper.make_graph(
+        [
+            helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["ln"], axis=-1),
+            *weight_nodes,
+            helper.make_node("MatMul", ["ln", "w"], ["y"]),
+        ],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", N])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _run(model: bytes, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(["y"], {"x": x})[0])
+
+
+def _maxima(model: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.append(helper.make_tensor_value_info("ln", TensorProto.FLOAT, None))
+    session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    ln = np.asarray(session.run(["ln"], {"x": x})[0])
+    return {"ln": np.abs(ln).reshape(-1, K).max(axis=0)}
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_rewrite_matches_float_model_and_is_row_independent(opset: int) -> None:
+    model = _tiny_model(opset)
+    x = np.random.default_rng(5).normal(0, 1, (3, 7, K)).astype(np.float32)
+    expected = _run(model.SerializeToString(), x)
+    found = quantizable_matmuls(model)
+    assert [(m.activation, m.weight_q, m.from_layer_norm) for m in found] == [("ln", "w_q", True)]
+
+    smoothed = _run(rewrite(model, _maxima(model, x), unsigned_weights=False), x)
+    plain = _run(rewrite(model, {}, unsigned_weights=False), x)
+
+    def rel(y: np.ndarray) -> float:
+        return float(np.abs(y - expected).max() / np.abs(expected).max())
+
+    assert rel(smoothed) < 0.02
+    assert rel(plain) < 0.05
+    assert rel(smoothed) < rel(plain)  # smoothing the outlier channel helps
+
+    # Each row is quantized on its own: a row's output does not depend on the others.
+    alone = _run(rewrite(model, _maxima(model, x), unsigned_weights=False), x[1:2, 2:3])
+    np.testing.assert_array_equal(alone[0, 0], smoothed[1, 2])
+
+
+def test_unsigned_weights_give_the_same_integers() -> None:
+    model = _tiny_model(17)
+    x = np.random.default_rng(8).normal(0, 1, (2, 5, K)).astype(np.float32)
+    signed = _run(rewrite(model, _maxima(model, x), unsigned_weights=False), x)
+    unsigned = _run(rewrite(model, _maxima(model, x), unsigned_weights=True), x)
+    if u8s8_is_exact():
+        np.testing.assert_array_equal(signed, unsigned)
+    else:  # the signed kernel may saturate on this CPU, which is why it is not used here
+        np.testing.assert_allclose(signed, unsigned, atol=0.05)
+
+
+def test_a_model_without_int8_weights_is_a_clear_error() -> None:
+    with pytest.raises(EmbedderError, match="minilm-f32"):
+        rewrite(_tiny_model(17, int8_weight=False), {}, unsigned_weights=False)
+
+
+def test_shipped_smoothing_matches_a_fresh_calibration(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--check"]) == 0, capsys.readouterr().out
+    texts = calibration_texts()
+    assert len(texts) >= 50 and any("Ich" in t for t in texts)
+
+
+def test_another_model_file_is_calibrated_at_load(tmp_path: Path) -> None:
+    # A re-saved copy has another sha256, so the shipped maxima do not apply and the
+    # embedder calibrates on the shipped texts; the result is the same vectors.
+    model = onnx.load(str(_default_model_path()))
+    model.doc_string = "re-saved by a memlane test"
+    copy = tmp_path / "minilm-copy.onnx"
+    onnx.save(model, str(copy))
+    texts = ["I painted a sunrise last week.", "Wir fahren im August an die Ostsee."]
+    np.testing.assert_allclose(
+        MiniLMEmbedder(model_path=copy).embed(texts), MiniLMEmbedder().embed(texts), atol=1e-6
+    )
+
+
+def test_database_of_the_float32_variant_keeps_working(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Memory(path, embedder="minilm-f32") as mem:
+        mem.add("s1", "We adopted a beagle called Max who loves carrots.")
+        mem.add("s1", "The quarterly report shows revenue up twelve percent.")
+        mem.flush(30)
+        assert mem.extensions["recall"].index.model_info().model_id == MINILM_F32_MODEL_ID
+
+    # The default spec ("minilm") goes on with the variant that made the vectors ...
+    with Memory(path) as mem:
+        assert mem.extensions["indexer"].embedder.activations == "float32"
+        mem.add("s1", "Max chewed through another pair of shoes.")
+        mem.flush(30)
+        assert "beagle" in mem.search("what kind of dog did they adopt")[0].message.content
+    # ... `memlane reindex` moves it to the int8 default ...
+    cli_main(["--store", str(path), "reindex"])
+    with Memory(path) as mem:
+        assert mem.extensions["indexer"].embedder.activations == "int8"
+        assert mem.extensions["recall"].index.model_info().model_id == MINILM_MODEL_ID
+        assert mem.extensions["recall"].index.count() == 3
+    # ... after which asking for the old variant by name is the usual mismatch error.
+    with pytest.raises(EmbedderMismatchError, match="memlane reindex"):
+        Memory(path, embedder="minilm-f32")
