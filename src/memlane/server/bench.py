@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -97,9 +98,31 @@ def _client(url: str, headers: dict[str, str], deadline: float, search_every: in
 
 
 @contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit while the bench's server runs.
+
+    Python's default SIGTERM action ends the process without running ``finally`` blocks,
+    which left the `memlane serve` subprocess running after `kill <bench pid>` or a CI
+    timeout. As SystemExit the stack unwinds and _local_server stops its server.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def unwind(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def _local_server(embedder: str | None) -> Iterator[str]:
     """A `memlane serve` subprocess on a fresh database; yields its URL."""
-    with tempfile.TemporaryDirectory(prefix="memlane-bench-") as tmp:
+    with _sigterm_unwinds(), tempfile.TemporaryDirectory(prefix="memlane-bench-") as tmp:
         env = dict(os.environ)
         if embedder:
             env["MEMLANE_EMBEDDER"] = embedder
