@@ -34,6 +34,7 @@ from memlane.errors import (
     SessionNotFoundError,
     StorageError,
 )
+from memlane.lru import LRUCache
 from memlane.models import (
     TURN_FIELDS,
     Message,
@@ -136,7 +137,8 @@ class Memory:
         self._pending_lock = threading.Lock()
         self.extensions: dict[str, Any] = {}
         # session id -> (created_at, encoding of its cached token counts or None if unknown)
-        self._count_encodings: dict[str, tuple[datetime, str | None]] = {}
+        # Bounded: a server sees sessions without end; a dropped entry is one derived-row read.
+        self._count_encodings: LRUCache[str, tuple[datetime, str | None]] = LRUCache(65_536)
         self._closed = False
         _OPEN.add(self)
         if not self.enabled:
@@ -284,7 +286,7 @@ class Memory:
         # message exists, so every later writer (any process, any token_model) counts
         # for the cache with it and a reader can tell whether the cache fits its model.
         self.store.put_derived(session.id, TOKEN_ENCODING_KIND, {"encoding": self.counter.name})
-        self._count_encodings[session.id] = (created.created_at, self.counter.name)
+        self._count_encodings.put(session.id, (created.created_at, self.counter.name))
         return session.id
 
     def token_encoding_of(self, session: Session) -> str | None:
@@ -299,7 +301,7 @@ class Memory:
         encoding = name if isinstance(name, str) else None
         # Keyed by created_at too: a session deleted and created again under the same id
         # (possibly by another process, with another model) is looked up afresh.
-        self._count_encodings[session.id] = (session.created_at, encoding)
+        self._count_encodings.put(session.id, (session.created_at, encoding))
         return encoding
 
     def _cache_counter(self, session: Session) -> TokenCounter:
@@ -360,7 +362,7 @@ class Memory:
 
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and everything derived from it."""
-        self._count_encodings.pop(session_id, None)
+        self._count_encodings.pop(session_id)
         self._notify_forget(session_id, None)
         return self.store.delete_session(session_id)
 

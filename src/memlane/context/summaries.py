@@ -41,6 +41,7 @@ from memlane.context.summarizer import (
     split_sentences,
 )
 from memlane.errors import MemlaneError
+from memlane.lru import LRUCache
 from memlane.models import JSON, Message, Session, utcnow
 from memlane.tokens import TokenCounter
 
@@ -354,7 +355,7 @@ class SummaryManager:
             self.summarizer, self.summarizer_name = _make_summarizer(mem)
         else:
             self.summarizer, self.summarizer_name = summarizer, type(summarizer).__name__
-        self._rolling: OrderedDict[str, RollingSummary] = OrderedDict()
+        self._rolling: LRUCache[str, RollingSummary] = LRUCache(256)
         self._locks: dict[str, threading.RLock] = {}
         self._locks_guard = threading.Lock()
         # Ids announced by a forget hook but maybe not yet deleted from the store.
@@ -417,7 +418,7 @@ class SummaryManager:
                 self.worker.discard(session_id)
             else:
                 self._forgotten.setdefault(session_id, set()).update(message_ids)
-            self._rolling.pop(session_id, None)
+            self._rolling.pop(session_id)
             with contextlib.suppress(MemlaneError):
                 self.mem.store.delete_derived(session_id, SUMMARY_KIND)
 
@@ -473,7 +474,7 @@ class SummaryManager:
                 rec, changed = None, True
             if rec is None:
                 rec = SummaryRecord(session_id)
-                self._rolling.pop(session_id, None)
+                self._rolling.pop(session_id)
             tail = self.visible(
                 session_id,
                 self.mem.store.iter_messages(
@@ -504,10 +505,7 @@ class SummaryManager:
         if isinstance(self.summarizer, ExtractiveSummarizer):
             if rolling is None:
                 rolling = RollingSummary(max_tokens=self.rolling_max_tokens, summarizer=self.summarizer)
-                self._rolling[rec.session_id] = rolling
-                while len(self._rolling) > 256:
-                    self._rolling.popitem(last=False)
-            self._rolling.move_to_end(rec.session_id)
+                self._rolling.put(rec.session_id, rolling)
             # Passing the stored text re-seeds the object only if it differs
             # (another process wrote it, or this object is new).
             text = rolling.update(msgs, previous_summary=rec.text or None)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -40,6 +40,7 @@ from typing import Literal
 import numpy as np
 
 from memlane.errors import InvalidInputError
+from memlane.lru import LRUCache
 from memlane.models import Message, MessageFilter, SearchHit, Session, to_epoch
 from memlane.search.embedders import Embedder
 from memlane.search.vectors import VectorIndex, Vectors
@@ -139,19 +140,19 @@ class RecallEngine:
         self.embedder = embedder
         self.index = index
         self.config = config or RecallConfig()
-        self._query_cache: OrderedDict[str, Vectors] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self._query_cache: LRUCache[str, Vectors] = LRUCache(256)
+        self._pool_lock = threading.Lock()
         self._authors: set[str] | None = None
         self._executor: ThreadPoolExecutor | None = None
 
     def _pool(self) -> ThreadPoolExecutor:
-        with self._cache_lock:
+        with self._pool_lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memlane-search")
             return self._executor
 
     def close(self) -> None:
-        with self._cache_lock:
+        with self._pool_lock:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True)
@@ -208,16 +209,11 @@ class RecallEngine:
 
     def embed_query(self, query: str) -> Vectors:
         assert self.embedder is not None
-        with self._cache_lock:
-            cached = self._query_cache.get(query)
-            if cached is not None:
-                self._query_cache.move_to_end(query)
-                return cached
+        cached = self._query_cache.get(query)
+        if cached is not None:
+            return cached
         vec = self.embedder.embed_query(query)
-        with self._cache_lock:
-            self._query_cache[query] = vec
-            while len(self._query_cache) > 256:
-                self._query_cache.popitem(last=False)
+        self._query_cache.put(query, vec)
         return vec
 
     def candidates(

@@ -15,10 +15,10 @@ of the hybrid top 10 unchanged while halving the BM25 step (``memlane bench sear
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
+
+from memlane.lru import LRUCache
 
 #: Matching rows (summed document frequencies) a keyword query may reach before its most
 #: frequent terms are left out.
@@ -32,9 +32,7 @@ class TermBudget:
     def __init__(self, budget: int = ROW_BUDGET, *, ttl: float = 300.0, cache_size: int = 4096) -> None:
         self.budget = budget
         self._ttl = ttl
-        self._cache_size = cache_size
-        self._df: OrderedDict[str, tuple[float, int]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._df: LRUCache[str, tuple[float, int]] = LRUCache(cache_size)
 
     def select(
         self, terms: list[str], corpus_size: Callable[[], int], doc_freq: Callable[[str], int]
@@ -55,19 +53,12 @@ class TermBudget:
 
     def _doc_freq(self, term: str, count: Callable[[str], int]) -> int:
         now = time.monotonic()
-        with self._lock:
-            hit = self._df.get(term)
-            if hit is not None and now - hit[0] < self._ttl:
-                self._df.move_to_end(term)
-                return hit[1]
+        hit = self._df.get(term)
+        if hit is not None and now - hit[0] < self._ttl:
+            return hit[1]
         n = count(term)
-        with self._lock:
-            self._df[term] = (now, n)
-            self._df.move_to_end(term)
-            while len(self._df) > self._cache_size:
-                self._df.popitem(last=False)
+        self._df.put(term, (now, n))
         return n
 
     def clear(self) -> None:
-        with self._lock:
-            self._df.clear()
+        self._df.clear()
