@@ -64,3 +64,17 @@ def test_memory_reads_the_encoding_again_after_an_eviction(tmp_path: Path) -> No
             assert mem.token_encoding_of(session) == "o200k_base"
             window = mem.get_recent_messages(sid, max_tokens=100)
             assert [m.content for m in window] == ["hello there, how are you doing today?"]
+
+
+def test_summary_locks_do_not_pile_up(tmp_path: Path) -> None:
+    import gc
+
+    with Memory(tmp_path / "s.db", embedder="none") as mem:
+        summaries = mem.extensions["summaries"]
+        held = summaries.lock("kept")
+        for i in range(200):
+            with summaries.lock(f"s{i}"):
+                pass
+        gc.collect()
+        assert summaries.lock("kept") is held  # a lock someone holds is the one handed out
+        assert len(summaries._locks) < 10

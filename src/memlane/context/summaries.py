@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -356,7 +357,9 @@ class SummaryManager:
         else:
             self.summarizer, self.summarizer_name = summarizer, type(summarizer).__name__
         self._rolling: LRUCache[str, RollingSummary] = LRUCache(256)
-        self._locks: dict[str, threading.RLock] = {}
+        # Weak values: a session's lock lives while someone holds or waits for it, so the
+        # map does not grow with every session the process has ever summarized.
+        self._locks: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
         self._locks_guard = threading.Lock()
         # Ids announced by a forget hook but maybe not yet deleted from the store.
         self._forgotten: dict[str, set[int]] = {}
@@ -371,7 +374,8 @@ class SummaryManager:
         with self._locks_guard:
             found = self._locks.get(session_id)
             if found is None:
-                found = self._locks[session_id] = threading.RLock()
+                found = threading.RLock()
+                self._locks[session_id] = found
             return found
 
     def _background(self, session_id: str) -> None:
