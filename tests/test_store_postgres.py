@@ -176,6 +176,29 @@ def test_keyword_ranking_agrees_with_sqlite(fresh_pg_store: PostgresStore, tmp_p
         cached.close()
 
 
+
+def test_large_log_drops_the_most_frequent_terms_on_postgres(fresh_pg_store: PostgresStore) -> None:
+    # As on SQLite (tests/test_search_keyword.py): past the row budget the most frequent
+    # OR-ed lexemes are left out; a lone lexeme is always kept.
+    fresh_pg_store.create_session(Session(id="s"))
+    fresh_pg_store.append("s", [
+        Message(role="user", content=f"a common remark number {i}" + (" about a zebra" if i % 40 == 0 else ""))
+        for i in range(200)
+    ])
+    large = PostgresStore(fresh_pg_store.url, exact_stats_below=0)
+    large._keywords.row_budget = 50  # this log counts as large for this budget
+    try:
+        hits = large.keyword_search("common zebra", MessageFilter(), limit=500)
+        assert sorted(h.message.content for h in hits) == sorted(
+            f"a common remark number {i} about a zebra" for i in range(0, 200, 40)
+        )
+        assert len(large.keyword_search("common", MessageFilter(), limit=500)) == 200
+        # Under the default budget the same log keeps both terms.
+        assert len(fresh_pg_store.keyword_search("common zebra", MessageFilter(), limit=500)) == 200
+    finally:
+        large.close()
+
+
 # ---------------------------------------------------------------- several OS processes
 
 _WORKER = r"""

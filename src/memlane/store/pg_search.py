@@ -23,6 +23,7 @@ from memlane.models import MessageFilter
 from memlane.store.base import KeywordHit
 from memlane.store.pg_rows import _M_COLS, _message_where, row_to_message
 from memlane.store.postgres_schema import TEXT_CONFIG
+from memlane.store.term_budget import ROW_BUDGET, terms_within_budget
 from memlane.text import content_words
 
 if TYPE_CHECKING:
@@ -52,9 +53,12 @@ def fts5_idf(n_docs: int, df: int) -> float:
 class Bm25Index:
     """The search half of the keyword index (the GIN index and tsvector are the schema's)."""
 
-    def __init__(self, *, stats_ttl: float = 30.0, exact_below: int = EXACT_STATS_BELOW) -> None:
+    def __init__(
+        self, *, stats_ttl: float = 30.0, exact_below: int = EXACT_STATS_BELOW, row_budget: int = ROW_BUDGET
+    ) -> None:
         self._stats_ttl = stats_ttl
         self._exact_below = exact_below
+        self.row_budget = row_budget
         self._stats_lock = threading.Lock()
         self._corpus_cache: tuple[float, int, float] | None = None  # (fetched_at, N, avgdl)
         self._df: dict[str, tuple[float, int]] = {}  # lexeme -> (fetched_at, document frequency)
@@ -168,6 +172,10 @@ class Bm25Index:
             if not df:
                 return []  # only stopwords of the text-search config
             lexemes = sorted(df)
+            if n_docs > self.row_budget:
+                # As on SQLite (term_budget.py): every row matching any OR-ed lexeme is
+                # scored before the sort, so the most frequent lexemes are left out.
+                lexemes = terms_within_budget(lexemes, df, self.row_budget)
             idf = [fts5_idf(n_docs, df[lex]) for lex in lexemes]
             ranked = rank.format(k1p1=_K1 + 1, k1=_K1, b=_B, avgdl="%s", lexemes="%s::text[]")
             return conn.execute(

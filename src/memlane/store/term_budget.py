@@ -16,13 +16,26 @@ of the hybrid top 10 unchanged while halving the BM25 step (``memlane bench sear
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from memlane.lru import LRUCache
 
 #: Matching rows (summed document frequencies) a keyword query may reach before its most
 #: frequent terms are left out.
 ROW_BUDGET = 12_000
+
+
+def terms_within_budget(terms: Sequence[str], df: Mapping[str, int], budget: int) -> list[str]:
+    """``terms`` (in their order) whose summed document frequencies fit ``budget``, rarest
+    first; the rarest term is always kept."""
+    kept: set[str] = set()
+    total = 0
+    for t in sorted(terms, key=lambda t: df[t]):
+        if kept and total + df[t] > budget:
+            break
+        kept.add(t)
+        total += df[t]
+    return [t for t in terms if t in kept]
 
 
 class TermBudget:
@@ -42,14 +55,7 @@ class TermBudget:
         if len(terms) < 2 or corpus_size() <= self.budget:
             return terms
         df = {t: self._doc_freq(t, doc_freq) for t in terms}
-        kept: set[str] = set()
-        total = 0
-        for t in sorted(terms, key=lambda t: df[t]):
-            if kept and total + df[t] > self.budget:
-                break
-            kept.add(t)
-            total += df[t]
-        return [t for t in terms if t in kept]
+        return terms_within_budget(terms, df, self.budget)
 
     def _doc_freq(self, term: str, count: Callable[[str], int]) -> int:
         now = time.monotonic()
