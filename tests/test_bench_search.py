@@ -24,7 +24,9 @@ def test_bench_search_json_fields(capsys: pytest.CaptureFixture[str]) -> None:
           "--embedder", "hashing", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert out["messages"] == 1000 and out["embedder"].startswith("hashing")
-    assert out["ingest_msgs_per_s"] > 0
+    assert out["ingest_msgs_per_s"] > 0 and 8 <= out["ingest_words_per_msg"] <= 22
+    if "LoCoMo" in out["corpus"]:  # real turns too, with their (longer) mean length
+        assert out["ingest_locomo_turns_msgs_per_s"] > 0 and out["ingest_locomo_turns_words_per_msg"] > 0
     assert all(isinstance(out[k], float) and out[k] >= 0 for k in TIMINGS)
     assert out["search_ms_p50"] > 0 and out["search_ms_p50"] <= out["search_ms_p95"]
     assert out["corpus"] and out["vectors"]
