@@ -18,6 +18,7 @@ from memlane.errors import EmbedderError
 from memlane.search.embedders import MINILM_F32_MODEL_ID, MINILM_MODEL_ID, MiniLMEmbedder, _default_model_path
 from memlane.search.minilm_w8a8 import (
     calibration_texts,
+    compare_variants,
     main,
     quantizable_matmuls,
     rewrite,
@@ -157,3 +158,10 @@ def test_database_of_the_float32_variant_keeps_working(tmp_path: Path) -> None:
     # ... after which asking for the old variant by name is the usual mismatch error.
     with pytest.raises(EmbedderMismatchError, match="memlane reindex"):
         Memory(path, embedder="minilm-f32")
+
+
+def test_compare_variants_reports_cosine_and_speed() -> None:
+    figures = compare_variants(calibration_texts()[:20], rounds=1)
+    assert figures["texts"] == 20
+    assert 0.99 <= figures["cosine_min"] <= figures["cosine_p01"] <= figures["cosine_mean"] <= 1.0
+    assert figures["int8_texts_per_s"] > 0 and figures["float32_texts_per_s"] > 0
