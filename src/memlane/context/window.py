@@ -12,7 +12,7 @@ because the chat APIs reject a request that contains one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from memlane.errors import CorruptRecordError
@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 #: Tokens of the reply priming that every chat request carries.
 REPLY_PRIMING = 3
 _PAGE = 64
+_MIN_PAGE, _MAX_PAGE = 8, 1000
 
 
 @dataclass(slots=True)
@@ -53,9 +54,17 @@ def _bad_row(exc: CorruptRecordError) -> int | None:
 
 
 def _newest_first(
-    store: Store, session_id: str, window: Window, *, skip_corrupt: bool
+    store: Store,
+    session_id: str,
+    window: Window,
+    *,
+    skip_corrupt: bool,
+    page_size: Callable[[], int] = lambda: _PAGE,
 ) -> Iterator[Message]:
     """The visible messages of a session, newest first, read page by page.
+
+    ``page_size`` is asked before each page: the window sizes later pages by what is left
+    of its budget, so it neither decodes many rows it will not use nor makes many trips.
 
     With ``skip_corrupt`` a row that cannot be decoded is skipped (and its id kept in
     ``window.skipped_ids``) instead of failing the whole window: a page that fails is
@@ -63,15 +72,16 @@ def _newest_first(
     """
     before: int | None = None
     while True:
+        size = max(1, page_size())
         try:
-            page = store.recent_messages(session_id, _PAGE, before_id=before)
+            page = store.recent_messages(session_id, size, before_id=before)
         except CorruptRecordError:
             if not skip_corrupt:
                 raise
             page = None
         if page is not None:
             yield from page
-            if len(page) < _PAGE:
+            if len(page) < size:
                 return
             before = page[-1].id
             continue
@@ -153,7 +163,20 @@ def recent_window(
     window = Window()
     count = 0
     first: list[Message] | None = None
-    for group in _groups(_newest_first(store, session_id, window, skip_corrupt=skip_corrupt), window):
+
+    def page_size() -> int:
+        # First page: a fixed guess. Later pages: the messages the rest of the budget
+        # should hold at the mean size so far, plus a margin (a page too short only
+        # costs one more trip; one too long decodes rows that are thrown away).
+        if count == 0 or used <= 0:
+            return _PAGE
+        wanted = (budget - used) * count / used
+        if max_messages is not None:
+            wanted = min(wanted, max_messages - count)
+        return min(_MAX_PAGE, max(_MIN_PAGE, int(wanted * 1.1) + 4))
+
+    messages = _newest_first(store, session_id, window, skip_corrupt=skip_corrupt, page_size=page_size)
+    for group in _groups(messages, window):
         if first is None:
             first = group
         cost = sum(message_tokens(m, counter, use_cache=use_cache) for m in group)
