@@ -17,6 +17,8 @@ from memlane.cli.main import main as cli_main
 from memlane.errors import EmbedderError
 from memlane.search.embedders import MINILM_F32_MODEL_ID, MINILM_MODEL_ID, MiniLMEmbedder, _default_model_path
 from memlane.search.minilm_w8a8 import (
+    _file_sha256,
+    _shipped_maxima,
     calibration_texts,
     compare_variants,
     main,
@@ -85,7 +87,9 @@ def test_rewrite_matches_float_model_and_is_row_independent(opset: int) -> None:
     found = quantizable_matmuls(model)
     assert [(m.activation, m.weight_q, m.from_layer_norm) for m in found] == [("ln", "w_q", True)]
 
-    smoothed = _run(rewrite(model, _maxima(model, x), unsigned_weights=False), x)
+    rewritten = rewrite(model, _maxima(model, x), unsigned_weights=False)
+    onnx.checker.check_model(onnx.load_from_string(rewritten))
+    smoothed = _run(rewritten, x)
     plain = _run(rewrite(model, {}, unsigned_weights=False), x)
 
     def rel(y: np.ndarray) -> float:
@@ -126,6 +130,9 @@ def test_another_model_file_is_calibrated_at_load(tmp_path: Path) -> None:
     # A re-saved copy has another sha256, so the shipped maxima do not apply and the
     # embedder calibrates on the shipped texts; the result is the same vectors.
     model = onnx.load(str(_default_model_path()))
+    # The packaged model's rewrite is a valid ONNX model (memlane skips the check at load).
+    shipped = rewrite(model, _shipped_maxima(_file_sha256(_default_model_path())) or {}, unsigned_weights=False)
+    onnx.checker.check_model(onnx.load_from_string(shipped))
     model.doc_string = "re-saved by a memlane test"
     copy = tmp_path / "minilm-copy.onnx"
     onnx.save(model, str(copy))

@@ -59,7 +59,7 @@ def _newest_first(
     window: Window,
     *,
     skip_corrupt: bool,
-    page_size: Callable[[], int] = lambda: _PAGE,
+    page_size: Callable[[], int],
 ) -> Iterator[Message]:
     """The visible messages of a session, newest first, read page by page.
 

