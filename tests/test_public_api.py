@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 import memlane
 
 
@@ -15,3 +17,17 @@ def test_errors_form_one_tree() -> None:
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, memlane.MemlaneError)
     assert issubclass(memlane.InvalidInputError, ValueError)
+
+
+def test_errors_nest() -> None:
+    """``except NotFoundError`` catches a missing session; a lock timeout is a MemlaneError."""
+    assert issubclass(memlane.SessionNotFoundError, memlane.NotFoundError)
+    assert issubclass(memlane.LockTimeoutError, memlane.MemlaneError)
+    assert issubclass(memlane.LockTimeoutError, TimeoutError)
+    mem = memlane.Memory.in_memory(auto_create_sessions=False, embedder="none")
+    try:
+        with pytest.raises(memlane.NotFoundError) as caught:
+            mem.get_session("nobody")
+        assert isinstance(caught.value, memlane.SessionNotFoundError)
+    finally:
+        mem.close()

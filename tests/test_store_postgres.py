@@ -369,3 +369,28 @@ def test_api_keys_live_in_postgres(fresh_pg_store: PostgresStore) -> None:
     assert keys.verify(plaintext) is None and keys.list_keys() == []
     assert len(keys.list_keys(include_revoked=True)) == 1
     assert fresh_pg_store.read("SELECT count(*) FROM api_keys WHERE key_hash LIKE %s", (f"%{plaintext}%",)) == [(0,)]
+
+
+def test_lost_connections_are_retried(pg_url: str) -> None:
+    """Backends killed behind the pool's back: the next write is retried on a fresh
+    connection (tenacity) and lands exactly once."""
+    store = PostgresStore(pg_url, min_size=2, max_size=2, retry_seconds=10)
+    admin = PostgresStore(pg_url, min_size=1, max_size=1)
+
+    def kill_all_but_admin() -> int:
+        rows = admin.read(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND application_name = 'memlane'"
+        )
+        return int(rows[0][0])
+
+    try:
+        store.create_session(Session(id="retry"))
+        assert kill_all_but_admin() >= 2  # the store's two pooled connections
+        stored = store.append("retry", [Message(role="user", content="after the kill")])
+        assert [m.content for m in store.iter_messages("retry")] == ["after the kill"]
+        assert stored[0].id is not None
+    finally:
+        for s in (store, admin):
+            s.close()

@@ -106,6 +106,7 @@ def _error(response: httpx.Response) -> Exception:
         "payload_too_large": errors.InvalidInputError,
         "storage_unavailable": errors.StorageError,
         "embedder_unavailable": errors.EmbedderError,
+        "lock_timeout": errors.LockTimeoutError,
         "corrupt_record": errors.MemlaneError,
         "config_error": errors.ConfigError,
     }

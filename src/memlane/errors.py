@@ -2,6 +2,22 @@
 
 Every error the library raises is a ``MemlaneError``. Errors caused by the
 caller's input also subclass ``ValueError`` so generic handlers keep working.
+The tree (``except`` a parent catches its children)::
+
+    MemlaneError
+    ├── InvalidInputError (ValueError)
+    ├── NotFoundError (LookupError)
+    │   └── SessionNotFoundError
+    ├── ConflictError
+    ├── CorruptRecordError
+    ├── StorageError
+    │   └── EmbedderError
+    ├── LockTimeoutError (TimeoutError)
+    ├── EmbedderMismatchError
+    ├── ConfigError (ValueError)
+    ├── MissingExtraError (ImportError)
+    └── PermissionDeniedError
+
 The CLI maps each class to an exit code and the server to an HTTP status, each
 in one place (``cli/exit_codes.py``, ``server/errors.py``).
 """
@@ -17,7 +33,11 @@ class InvalidInputError(MemlaneError, ValueError):
     """The caller passed something memlane cannot store or use; nothing was written."""
 
 
-class SessionNotFoundError(MemlaneError, LookupError):
+class NotFoundError(MemlaneError, LookupError):
+    """A named record (session, message, note, key) does not exist."""
+
+
+class SessionNotFoundError(NotFoundError):
     """A session id that does not exist (and auto-create is off)."""
 
     def __init__(self, session_id: str) -> None:
@@ -26,10 +46,6 @@ class SessionNotFoundError(MemlaneError, LookupError):
             "or enable auto_create_sessions"
         )
         self.session_id = session_id
-
-
-class NotFoundError(MemlaneError, LookupError):
-    """Some other named record (message, note, key) does not exist."""
 
 
 class ConflictError(MemlaneError):
@@ -47,6 +63,14 @@ class CorruptRecordError(MemlaneError):
 
 class StorageError(MemlaneError):
     """The storage backend failed (disk full, locked for too long, connection lost)."""
+
+
+class LockTimeoutError(MemlaneError, TimeoutError):
+    """A session lock was held elsewhere until the caller's ``timeout`` ran out.
+
+    Not a StorageError: the backend works, another writer simply holds the lock;
+    retrying later is the remedy. Also a TimeoutError so generic handlers keep working.
+    """
 
 
 class EmbedderError(StorageError):

@@ -6,7 +6,6 @@ from memlane import errors
 
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     # most specific first: the first matching class wins
-    (errors.SessionNotFoundError, 4),
     (errors.NotFoundError, 4),
     (errors.ConflictError, 5),
     (errors.PermissionDeniedError, 6),
@@ -15,6 +14,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (errors.EmbedderMismatchError, 9),
     (errors.CorruptRecordError, 10),
     (errors.StorageError, 11),
+    (errors.LockTimeoutError, 11),
     (errors.InvalidInputError, 2),
     (errors.MemlaneError, 1),
 )

@@ -17,12 +17,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from memlane.errors import LockTimeoutError
 from memlane.models import Message, Session
 from memlane.notes.extract import ExtractionContext, Extractor, annotate
 from memlane.notes.gate import PromotionGate
 from memlane.notes.models import WriteOutcome
 from memlane.notes.store import NoteStore
-from memlane.store.base import LockTimeout
 
 if TYPE_CHECKING:
     from memlane.memory import Memory
@@ -120,7 +120,7 @@ class Promoter:
             # read-then-supersede and the watermark write must not interleave with theirs.
             with self.mem.store.session_lock(session_id, "notes", timeout=timeout):
                 return self._catch_up(session_id, outcomes)
-        except LockTimeout:
+        except LockTimeoutError:
             log.debug("notes of %s are being promoted by another process; not waiting", session_id)
             return outcomes
         finally:

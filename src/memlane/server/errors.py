@@ -51,6 +51,7 @@ STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
     (errors.CorruptRecordError, 500, "corrupt_record"),
     (errors.EmbedderError, 503, "embedder_unavailable"),
     (errors.StorageError, 503, "storage_unavailable"),
+    (errors.LockTimeoutError, 503, "lock_timeout"),
     (errors.ConfigError, 500, "config_error"),
     (errors.InvalidInputError, 422, "invalid_input"),
     (errors.MemlaneError, 500, "memlane_error"),

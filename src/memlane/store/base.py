@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from memlane.errors import LockTimeoutError
 from memlane.models import JSON, Message, MessageFilter, Session, SessionFilter, Turn
 
 
@@ -44,8 +45,9 @@ class KeywordHit:
     score: float  # larger is better (negated BM25)
 
 
-class LockTimeout(TimeoutError):
-    """:meth:`Store.session_lock` gave up waiting because its ``timeout`` ran out."""
+#: :meth:`Store.session_lock` gave up waiting because its ``timeout`` ran out
+#: (the old name of :class:`memlane.errors.LockTimeoutError`, kept for callers).
+LockTimeout = LockTimeoutError
 
 
 @dataclass(slots=True)
@@ -77,7 +79,7 @@ class KeyedLocks:
             entry.users += 1
         try:
             if not entry.lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
-                raise LockTimeout(f"lock {key!r} is held elsewhere in this process")
+                raise LockTimeoutError(f"lock {key!r} is held elsewhere in this process")
             try:
                 entry.depth += 1
                 try:
@@ -187,7 +189,7 @@ class Store(Protocol):
         the same (session, scope) interleaves. Re-entrant within a thread; appends to
         the session never wait for it. PostgreSQL: a transaction-scoped advisory lock,
         so it spans every process and host on the database. SQLite: an in-process lock,
-        then a byte-range lock on ``<db>-locks`` for other processes on the file. Raises :class:`LockTimeout` when ``timeout`` seconds pass first.
+        then a byte-range lock on ``<db>-locks`` for other processes on the file. Raises :class:`~memlane.errors.LockTimeoutError` when ``timeout`` seconds pass first.
         """
         ...
 

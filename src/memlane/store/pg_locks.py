@@ -26,8 +26,8 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
-from memlane.errors import StorageError
-from memlane.store.base import KeyedLocks, LockTimeout, remaining
+from memlane.errors import LockTimeoutError, StorageError
+from memlane.store.base import KeyedLocks, remaining
 
 Conn = psycopg.Connection[TupleRow]
 
@@ -92,7 +92,7 @@ class PgSessionLocks:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
         except psycopg.errors.LockNotAvailable as exc:
             conn.execute("ROLLBACK")
-            raise LockTimeout(f"session lock {key.split(chr(31), 1)[1]!r} is held by another process") from exc
+            raise LockTimeoutError(f"session lock {key.split(chr(31), 1)[1]!r} is held by another process") from exc
         except psycopg.Error as exc:
             if not conn.broken:
                 with contextlib.suppress(psycopg.Error):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,6 +33,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from memlane.errors import (
     ConflictError,
@@ -91,6 +91,23 @@ _INSERT_TURN = (
 )
 # Deadlock and serialization failure: the transaction was rolled back, replaying it is safe.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+class _FailedAttempt(Exception):
+    """One failed try of a store operation, with whether it failed during COMMIT."""
+
+    def __init__(self, error: psycopg.Error, committing: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.committing = committing
+
+    @property
+    def transient(self) -> bool:
+        """Worth another try: a serialization failure or deadlock, or a lost connection
+        before COMMIT was sent (after it the write may have happened)."""
+        return self.error.sqlstate in _RETRY_SQLSTATES or (
+            isinstance(self.error, psycopg.OperationalError) and not self.committing
+        )
 _MIGRATION_LOCK = 0x6D656D6C616E65  # "memlane": one advisory lock id for schema changes
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -233,38 +250,52 @@ class PostgresStore(SqlReads):
             )
         return StorageError(f"PostgreSQL {where}: {str(exc).strip()}")
 
+    def _attempt(self, fn: Callable[[Conn], T], write: bool) -> T:
+        committing = False
+        try:
+            with self._pool.connection() as conn:
+                if not write:
+                    return fn(conn)
+                conn.execute("BEGIN")
+                try:
+                    result = fn(conn)
+                except BaseException:
+                    if not conn.broken:
+                        conn.execute("ROLLBACK")
+                    raise
+                committing = True
+                conn.execute("COMMIT")
+                return result
+        except psycopg.Error as exc:
+            raise _FailedAttempt(exc, committing) from exc
+
     def _run(self, fn: Callable[[Conn], T], *, write: bool) -> T:
+        """Run ``fn`` on a pooled connection; tenacity retries serialization failures,
+        deadlocks and lost connections (never a COMMIT whose outcome is unknown)."""
         if self._closed:
             raise StorageError("this PostgresStore is closed")
-        deadline = time.monotonic() + self._retry_seconds
-        delay = 0.01
-        while True:
-            committing = False
+        try:
             try:
-                with self._pool.connection() as conn:
-                    if not write:
-                        return fn(conn)
-                    conn.execute("BEGIN")
-                    try:
-                        result = fn(conn)
-                    except BaseException:
-                        if not conn.broken:
-                            conn.execute("ROLLBACK")
-                        raise
-                    committing = True
-                    conn.execute("COMMIT")
-                    return result
-            except psycopg.Error as exc:
-                transient = exc.sqlstate in _RETRY_SQLSTATES or (
-                    isinstance(exc, psycopg.OperationalError) and not committing
-                )
-                if transient and time.monotonic() + delay < deadline:
-                    if isinstance(exc, psycopg.OperationalError):
-                        self._pool.check()  # drop the other dead connections too
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.5)
-                    continue
-                raise self._translate(exc, committing) from exc
+                return self._attempt(fn, write)  # the common case: no retry machinery
+            except _FailedAttempt as failed:
+                if not failed.transient or self._retry_seconds <= 0:
+                    raise
+                self._after_failure(failed)
+            retrying: Retrying = Retrying(
+                retry=retry_if_exception(lambda e: isinstance(e, _FailedAttempt) and e.transient),
+                wait=wait_exponential(multiplier=0.01, max=0.5),
+                stop=stop_after_delay(self._retry_seconds),
+                before_sleep=lambda state: self._after_failure(state.outcome.exception() if state.outcome else None),
+                reraise=True,
+            )
+            result: T = retrying(self._attempt, fn, write)
+            return result
+        except _FailedAttempt as failed:
+            raise self._translate(failed.error, failed.committing) from failed.error
+
+    def _after_failure(self, failed: BaseException | None) -> None:
+        if isinstance(failed, _FailedAttempt) and isinstance(failed.error, psycopg.OperationalError):
+            self._pool.check()  # drop the other dead connections too
 
     def write(self, fn: Callable[[Conn], T]) -> T:
         """Run ``fn`` in one transaction (retried when that is safe)."""

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memlane.store.base import LockTimeout
+from memlane.errors import LockTimeoutError
 
 #: Offsets are spread over this many bytes; the file itself stays empty (locks may lie
 #: beyond the end of a file).
@@ -65,7 +65,7 @@ class FileRangeLocks:
                 if exc.errno not in (errno.EACCES, errno.EAGAIN):
                     raise
             if deadline is not None and time.monotonic() >= deadline:
-                raise LockTimeout(f"lock {key!r} is held by another process on {self.path}")
+                raise LockTimeoutError(f"lock {key!r} is held by another process on {self.path}")
             # Polling, not a blocking lockf: a blocking call could not honour the timeout.
             time.sleep(pause if deadline is None else min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 0.05)
