@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from memlane.language import STOPWORDS, STOPWORDS_DE, STOPWORDS_EN, surface_words
+
 __all__ = [
     "GENERIC_WORDS",
     "STOPWORDS",
@@ -26,52 +28,6 @@ __all__ = [
     "score_keyphrases",
     "tokenize_words",
 ]
-
-STOPWORDS_EN: frozenset[str] = frozenset(
-    """
-    a about above after again against all almost also although always am among an and another
-    any anybody anyone anything anyway anyways anywhere are aren't around as at away back be
-    became because become been before being below between both but by can can't cannot could
-    couldn't did didn't do does doesn't doing don't done down during each either else enough
-    etc even ever every everybody everyone everything few for from further get gets getting go
-    goes going gone got gotten had hadn't has hasn't have haven't having he he'd he'll he's her
-    here here's hers herself him himself his how how's however i i'd i'll i'm i've if in into
-    is isn't it it'd it'll it's its itself just least less let let's lets like made make makes
-    making many may maybe me might mine more most much must mustn't my myself neither never
-    next no nobody none nor not nothing now of off often oh ok okay on once one ones only onto
-    or other others otherwise ought our ours ourselves out over own per perhaps please quite
-    rather really said same say says see seem seemed seems several shall shan't she she'd
-    she'll she's should shouldn't since so some somebody someone something sometimes somewhat
-    soon still such sure than that that's the their theirs them themselves then there there's
-    therefore these they they'd they'll they're they've thing things this those though through
-    thus till to together too toward towards under until up upon us very via was wasn't way we
-    we'd we'll we're we've well were weren't what what's whatever when when's where where's
-    whether which while who who's whoever whole whom whose why why's will with within without
-    won't would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
-    """.split()
-)
-
-STOPWORDS_DE: frozenset[str] = frozenset(
-    """
-    aber alle allem allen aller alles als also am an ander andere anderem anderen anderer
-    anderes auch auf aus bei beim bin bis bist da dabei dadurch dafür dagegen daher damit dann
-    daran darauf darum das dass davon dazu dein deine deinem deinen deiner dem den denen denn
-    dennoch der deren des deshalb dessen dich die dies diese diesem diesen dieser dieses dir
-    doch dort du durch eben ein eine einem einen einer eines einige einigen einiger einmal er
-    es etwa etwas euch euer eure für gab gar gegen gewesen gibt ging hab habe haben hast hat
-    hatte hatten hier hin hinter ich ihm ihn ihnen ihr ihre ihrem ihren ihrer ihres im immer in
-    ins ist ja jede jedem jeden jeder jedes jedoch jene jetzt kann kannst kein keine keinem
-    keinen keiner konnte können könnte man manche mehr mein meine meinem meinen meiner meines
-    mich mir mit muss musste müssen nach nein nicht nichts noch nun nur ob oder ohne schon sehr
-    sein seine seinem seinen seiner seit selbst sich sie sind so sollen sollte sondern sowie
-    über um und uns unser unsere unter viel vom von vor war waren warst was weil weiter welche
-    welchem welchen welcher welches wenn wer werde werden wie wieder will wir wird wirst wo
-    wollen wollte würde würden zu zum zur zwar zwischen ganz gerne gern mal halt eigentlich
-    wirklich okay hallo danke bitte genau klar toll super kommen kommt komme gehen geht gehe
-    machen macht mache planen plant plane finden findet finde sagen sagt sage glaube glaubt
-    heute morgen gestern
-    """.split()
-)
 
 #: Chat words that carry mood, not topic. They end a candidate phrase like a
 #: stopword does, so "great support group" yields "support group".
@@ -94,19 +50,14 @@ GENERIC_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 
-STOPWORDS: frozenset[str] = STOPWORDS_EN | STOPWORDS_DE
-
-_WORD_RE = re.compile(r"[^\W\d_](?:[\w'’-]*[^\W_])?", re.UNICODE)
 # Punctuation that ends a phrase; a run of content words never spans one of these.
 _BREAK_RE = re.compile(r"[.!?;:,()\[\]{}\"“”„«»/\\|…—–]+|\s-\s|\n")
 _MAX_NGRAM = 3
 
 
 def tokenize_words(text: str) -> list[str]:
-    """Words of ``text`` (letters, inner apostrophes and hyphens), original case."""
-    if "’" in text:
-        text = text.replace("’", "'")
-    return _WORD_RE.findall(text)
+    """Words of ``text`` that start with a letter, original case (the one tokenizer's words)."""
+    return [w for w in surface_words(text) if not w[0].isdigit()]
 
 
 @lru_cache(maxsize=65536)

@@ -1,7 +1,8 @@
 """English and German cues for the state tracker and the reference resolver.
 
-Everything here is a fixed word list or regular expression: deterministic,
-offline and cheap enough to run on every message. The lists cover the way
+The cues are word lists and regular expressions over the language layer
+(``memlane.language``: one tokenizer, py3langid language id, pysbd sentences),
+deterministic, offline and cheap enough to run on every message. The lists cover the way
 people talk to an assistant (seed 004 is a German/English shell helper), not
 grammar in general; a miss costs a less precise state, never a wrong write.
 """
@@ -9,49 +10,10 @@ grammar in general; a miss costs a less precise state, never a wrong write.
 from __future__ import annotations
 
 import re
-from typing import Literal
 
-Language = Literal["en", "de"]
+from memlane.language import Language, detect_language, sentences, surface_words, words
 
-_WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?", re.UNICODE)
-
-_EN_MARKERS = frozenset(
-    "the a an is are was were be been you your yours i i'm i'll it it's this that what how why "
-    "when where who which do does did don't can could would should will please yes no and or "
-    "but not with for to of in on at my me we they them there here just again suggestion "
-    "continue proceed okay thanks".split()
-)
-_DE_MARKERS = frozenset(
-    "der die das den dem des ein eine einen einem einer ist sind war waren bin bist du dein "
-    "deine deinen deinem ihr ihre ich es wir sie und oder aber nicht mit für zu von im auf "
-    "wie was warum wieso wann wo wer welche welcher welches kann kannst könnte bitte ja nein "
-    "nochmal noch mal mach mache machen weiter danke gut schon auch nur hier dort vorschlag "
-    "antwort stimmt falsch richtig genau setze setz starte lösche zeige zeig erstelle".split()
-)
-_DE_LETTERS = re.compile(r"[äöüß]", re.IGNORECASE)
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased words of ``text`` (letters and inner apostrophes)."""
-    return [w.lower().replace("’", "'") for w in _WORD_RE.findall(text)]
-
-
-def detect_language(text: str, default: Language = "en") -> Language:
-    """``"de"`` or ``"en"`` by counting function words; ``default`` when it is a tie.
-
-    Short replies ("ok", "2") say nothing about the language, so the caller
-    passes what the conversation used so far as ``default``.
-    """
-    tokens = words(text)
-    en = sum(1 for w in tokens if w in _EN_MARKERS)
-    de = sum(1 for w in tokens if w in _DE_MARKERS)
-    if _DE_LETTERS.search(text):
-        de += 1
-    if de > en:
-        return "de"
-    if en > de:
-        return "en"
-    return default
+__all__ = ["Language", "detect_language", "sentences", "words"]  # re-exported: one language layer
 
 
 def _rx(*patterns: str) -> re.Pattern[str]:
@@ -177,28 +139,6 @@ def is_question(sentence: str) -> bool:
     return tokens[0] in QUESTION_WORDS and len(tokens) > 2 and tokens[1] in QUESTION_OPENERS
 
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])[\"')\]]*\s+|\n+", re.UNICODE)
-_CODE_SPAN = re.compile(r"`[^`]*`")
-
-
-def sentences(text: str) -> list[str]:
-    """Sentences of ``text``, trimmed. A break needs end punctuation and a space, so
-    "a.txt", "1.5" and `code.spans` stay whole."""
-    spans: list[str] = []
-
-    def hide(m: re.Match[str]) -> str:
-        spans.append(m.group(0))
-        return f"\x00{len(spans) - 1}\x00"
-
-    masked = _CODE_SPAN.sub(hide, text)
-    out: list[str] = []
-    for part in _SENTENCE_BREAK.split(masked):
-        part = re.sub(r"\x00(\d+)\x00", lambda m: spans[int(m.group(1))], part).strip()
-        if part:
-            out.append(part)
-    return out
-
-
 # ----------------------------------------------------------------- answers
 
 #: Words that acknowledge without saying anything: "Okay.", "Hmm.", "Gern." answer nothing.
@@ -216,9 +156,6 @@ SUBJECT_CHANGE_RE = _rx(
     r"bevor\s+(?:ich|wir)\s+(?:das|darauf))\b",
 )
 
-_TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
-
-
 def answers(sentence: str) -> bool:
     """Whether an assistant sentence can answer a question.
 
@@ -228,7 +165,7 @@ def answers(sentence: str) -> bool:
     """
     if is_question(sentence) or UNSURE_RE.search(sentence) or PROMISE_RE.search(sentence):
         return False
-    tokens = [t.lower() for t in _TOKEN_RE.findall(sentence)]
+    tokens = words(sentence)
     return any(t not in ACK_WORDS for t in tokens)
 
 
@@ -250,7 +187,7 @@ def is_instruction_de(sentence: str) -> bool:
     text = sentence.strip()
     if not text or text.endswith("?"):
         return False
-    raw = _TOKEN_RE.findall(text)
+    raw = surface_words(text)
     if not 2 <= len(raw) <= 8:
         return False
     last = raw[-1]
@@ -258,9 +195,7 @@ def is_instruction_de(sentence: str) -> bool:
         return False
     if any(t.lower() in _FINITE_DE for t in raw):
         return False
-    return detect_language(text, default="de") == "de" and not any(
-        w in _EN_MARKERS for w in words(text)
-    )
+    return detect_language(text, default="de") == "de"
 
 
 def is_suggestion(sentence: str) -> bool:

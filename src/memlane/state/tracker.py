@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlane.context.keyphrases import extract_keyphrases, normalize_term, tokenize_words
 from memlane.errors import CorruptRecordError, InvalidInputError, SessionNotFoundError
+from memlane.language import STOPWORDS
 from memlane.models import JSON, SESSION_STATUSES, Message, Session, Turn, utcnow
 from memlane.state import language as lang
 
@@ -294,17 +295,8 @@ def _content(text: str) -> set[str]:
     return {
         normalize_term(w)
         for w in tokenize_words(text)
-        if len(w) > 2 and w.lower() not in _STOP
+        if len(w) > 2 and w.lower() not in STOPWORDS
     }
-
-
-_STOP = frozenset(
-    "the and for you your are was were that this with have has had not but can could would "
-    "will what how why when where who which there here then than them they their about into "
-    "just also some any all its it's i'll i've i'm please does did done der die das und ist "
-    "ich du sie wir ihr nicht mit von für auf ein eine einen dem den des wie was wer wann "
-    "warum kann kannst bitte noch mal schon auch nur".split()
-)
 
 
 def _snip(text: str, limit: int = 200) -> str:

@@ -1,0 +1,238 @@
+"""The language layer: one tokenizer, one stopword source, language id, stemming, sentences.
+
+Everything that reads English or German text in memlane goes through here, so the
+keyword index, keyphrases, topics, the state tracker and the reference resolver
+agree on what a word is and which language a message is in:
+
+* :func:`words` - the one word tokenizer (letters and digits, inner apostrophes and
+  hyphens kept: "don't", "e-mail", "/var/log" -> "var", "log").
+* :data:`STOPWORDS_EN`, :data:`STOPWORDS_DE`, :data:`STOPWORDS` - the one stopword source.
+* :func:`detect_language` - ``py3langid`` (a maintained langid.py fork, 4 MB, ~0.5 ms a
+  call) restricted to English and German; short or unclear text keeps the caller's default.
+* :func:`stem` / :func:`stems` - Snowball (``snowballstemmer``) for English and German.
+* :func:`sentences` - ``pysbd`` rule-based sentence splitting; code spans stay whole.
+
+Deterministic and offline: the language-id model ships inside the ``py3langid`` wheel.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+from typing import Any, Literal
+
+__all__ = [
+    "LANGUAGES",
+    "STOPWORDS",
+    "STOPWORDS_DE",
+    "STOPWORDS_EN",
+    "Language",
+    "content_words",
+    "detect_language",
+    "is_stopword",
+    "language_scores",
+    "sentences",
+    "stem",
+    "stems",
+    "words",
+]
+
+Language = Literal["en", "de"]
+LANGUAGES: tuple[Language, ...] = ("en", "de")
+
+#: A word: letters or digits, with inner apostrophes or hyphens ("don't", "e-mail").
+_WORD_RE = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*", re.UNICODE)
+
+STOPWORDS_EN: frozenset[str] = frozenset(
+    """
+    a about above after again against all almost also although always am among an and another
+    any anybody anyone anything anyway anyways anywhere are aren't around as at away back be
+    became because become been before being below between both but by can can't cannot could
+    couldn't did didn't do does doesn't doing don't done down during each either else enough
+    etc even ever every everybody everyone everything few for from further get gets getting go
+    goes going gone got gotten had hadn't has hasn't have haven't having he he'd he'll he's her
+    here here's hers herself him himself his how how's however i i'd i'll i'm i've if in into
+    is isn't it it'd it'll it's its itself just least less let let's lets like made make makes
+    making many may maybe me might mine more most much must mustn't my myself neither never
+    next no nobody none nor not nothing now of off often oh ok okay on once one ones only onto
+    or other others otherwise ought our ours ourselves out over own per perhaps please quite
+    rather really said same say says see seem seemed seems several shall shan't she she'd
+    she'll she's should shouldn't since so some somebody someone something sometimes somewhat
+    soon still such sure than that that's the their theirs them themselves then there there's
+    therefore these they they'd they'll they're they've thing things this those though through
+    thus till to together too toward towards under until up upon us very via was wasn't way we
+    we'd we'll we're we've well were weren't what what's whatever when when's where where's
+    whether which while who who's whoever whole whom whose why why's will with within without
+    won't would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
+    yeah hey hi wow
+    """.split()
+)
+
+STOPWORDS_DE: frozenset[str] = frozenset(
+    """
+    aber alle allem allen aller alles als also am an ander andere anderem anderen anderer
+    anderes auch auf aus bei beim bin bis bist da dabei dadurch dafür dagegen daher damit dann
+    daran darauf darum das dass daß davon dazu dein deine deinem deinen deiner dem den denen denn
+    dennoch der deren des deshalb dessen dich die dies diese diesem diesen dieser dieses dir
+    doch dort du durch eben ein eine einem einen einer eines einige einigen einiger einmal er
+    es etwa etwas euch euer eure für gab gar gegen gewesen gibt ging hab habe haben hast hat
+    hatte hatten hier hin hinter ich ihm ihn ihnen ihr ihre ihrem ihren ihrer ihres im immer in
+    ins ist ja jede jedem jeden jeder jedes jedoch jene jetzt kann kannst kein keine keinem
+    keinen keiner konnte können könnte man manche mehr mein meine meinem meinen meiner meines
+    mich mir mit muss musste müssen nach nein nicht nichts noch nun nur ob oder ohne schon sehr
+    sein seine seinem seinen seiner seit selbst sich sie sind so sollen sollte sondern sowie
+    über um und uns unser unsere unter viel vom von vor war waren warst was weil weiter welche
+    welchem welchen welcher welches wenn wer werde werden wie wieder will wir wird wirst wo
+    wollen wollte würde würden zu zum zur zwar zwischen ganz gerne gern mal halt eigentlich
+    wirklich okay hallo danke bitte genau klar toll super kommen kommt komme gehen geht gehe
+    machen macht mache planen plant plane finden findet finde sagen sagt sage glaube glaubt
+    heute morgen gestern seid euch
+    """.split()
+)
+
+STOPWORDS: frozenset[str] = STOPWORDS_EN | STOPWORDS_DE
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text``, lower-cased (the one tokenizer; typographic apostrophes as ')."""
+    return [w.lower().replace("’", "'") for w in _WORD_RE.findall(text)]
+
+
+def surface_words(text: str) -> list[str]:
+    """The words of ``text`` in their original case (German nouns keep their capital)."""
+    return [w.replace("’", "'") for w in _WORD_RE.findall(text)]
+
+
+def is_stopword(word: str) -> bool:
+    return word.lower() in STOPWORDS
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words that are not stopwords nor single letters; all words if none remain."""
+    found = words(text)
+    kept = [w for w in found if w not in STOPWORDS and len(w) > 1]
+    return kept or found
+
+
+# ----------------------------------------------------------------- language id
+
+_identifier: Any = None
+_identifier_lock = threading.Lock()
+#: Below this probability (of two languages, so 0.5 is a coin) a text keeps the default.
+MIN_CONFIDENCE = 0.7
+_DE_LETTERS = re.compile(r"[äöüß]", re.IGNORECASE)
+
+
+def _langid() -> Any:
+    global _identifier
+    if _identifier is None:
+        with _identifier_lock:
+            if _identifier is None:
+                from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+                ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                ident.set_languages(list(LANGUAGES))
+                _identifier = ident
+    return _identifier
+
+
+@lru_cache(maxsize=8192)
+def language_scores(text: str) -> tuple[Language, float]:
+    """The likelier of English and German for ``text`` and its probability (0.5-1.0)."""
+    label, prob = _langid().classify(text)
+    return ("de" if label == "de" else "en"), float(prob)
+
+
+def detect_language(text: str, default: Language = "en") -> Language:
+    """``"de"`` or ``"en"``; ``default`` when ``text`` says too little to tell.
+
+    Short replies ("ok", "2", "`ls -la`") carry no language, so the caller passes what
+    the conversation used so far as ``default``. German letters (ä ö ü ß) settle a close call.
+    """
+    if len([w for w in words(text) if not w.isdigit()]) == 0:
+        return default
+    label, prob = language_scores(text.strip()[:2000])
+    if prob >= MIN_CONFIDENCE:
+        return label
+    # Too short for character n-grams ("it", "yes"): function words of one language decide.
+    found = words(text)
+    en = sum(1 for w in found if w in STOPWORDS_EN and w not in STOPWORDS_DE)
+    de = sum(1 for w in found if w in STOPWORDS_DE and w not in STOPWORDS_EN)
+    if _DE_LETTERS.search(text):
+        de += 1
+    if en != de:
+        return "en" if en > de else "de"
+    return default
+
+
+# ----------------------------------------------------------------- stemming
+
+_stemmers: dict[str, Any] = {}
+_ALGORITHM = {"en": "english", "de": "german"}
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str, language: Language = "en") -> str:
+    """The Snowball stem of a lower-cased ``word`` ("Datenbanken" -> "datenbank")."""
+    stemmer = _stemmers.get(language)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = snowballstemmer.stemmer(_ALGORITHM[language])
+        _stemmers[language] = stemmer
+    return str(stemmer.stemWord(word.lower()))
+
+
+def stems(text: str, language: Language | None = None, *, drop_stopwords: bool = True) -> list[str]:
+    """Stems of the words of ``text`` (its own language when ``language`` is None)."""
+    lng = language or detect_language(text)
+    return [stem(w, lng) for w in words(text)
+            if not (drop_stopwords and (w in STOPWORDS or len(w) < 2))]
+
+
+# ----------------------------------------------------------------- sentences
+
+_CODE_SPAN = re.compile(r"`[^`]*`")
+# Only text with end punctuation before more text can hold two sentences; the rest skips pysbd.
+_MAYBE_BREAK = re.compile(r"[.!?…][\"')\]]*\s+\S")
+_segmenters: dict[str, Any] = {}
+
+
+def _segmenter(language: Language) -> Any:
+    seg = _segmenters.get(language)
+    if seg is None:
+        import pysbd
+
+        seg = pysbd.Segmenter(language=language, clean=False, char_span=False)
+        _segmenters[language] = seg
+    return seg
+
+
+@lru_cache(maxsize=4096)
+def _sentences(text: str, language: Language) -> tuple[str, ...]:
+    spans: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        spans.append(m.group(0))
+        return f"\x00{len(spans) - 1}\x00"
+
+    masked = _CODE_SPAN.sub(hide, text)
+    out: list[str] = []
+    for block in masked.split("\n"):  # a line break always ends a sentence (lists, commands)
+        if not block.strip():
+            continue
+        parts = _segmenter(language).segment(block) if _MAYBE_BREAK.search(block) else [block]
+        for part in parts:
+            part = re.sub(r"\x00(\d+)\x00", lambda m: spans[int(m.group(1))], part).strip()
+            if part:
+                out.append(part)
+    return tuple(out)
+
+
+def sentences(text: str, language: Language | None = None) -> list[str]:
+    """The sentences of ``text``, trimmed, by ``pysbd`` ("z.B.", "Dr.", "1.5", "a.txt" do
+    not end one); a line break ends one, and `code spans` are never split."""
+    if not text.strip():
+        return []
+    return list(_sentences(text, language or detect_language(text)))
