@@ -39,3 +39,12 @@ def locomo_files() -> list[Path]:
     if not files:
         pytest.skip(f"LoCoMo data not found in {LOCOMO_DIR} (set MEMLANE_LOCOMO_DIR)")
     return files
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """A Memory on each store: a SQLite file, then the embedded PostgreSQL."""
+    target = str(tmp_path / "memory.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    m = Memory(target, embedder="hashing", checkpoint_dir=str(tmp_path / "cp"))
+    yield m
+    m.close()

@@ -254,3 +254,43 @@ class StoreConformance:
         store.append("s", [_msg("x", token_count=5)])
         stats = store.stats()
         assert stats["sessions"] == 1 and stats["messages"] == 1 and stats["tokens"] == 5
+
+    # ---------------------------------------------------------- items, records, positions
+
+    def test_framework_item_is_kept_verbatim(self, store: Store) -> None:
+        store.create_session(Session(id="a"))
+        item = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA\u00e9==", "z": 1.5}
+        (stored,) = store.append("a", [_msg("", role="assistant", item=item)])
+        (got,) = store.get_messages([stored.id or 0])
+        assert got.item == item and list(got.item) == list(item)  # same keys, same order
+        assert store.recent_messages("a", 1)[0].item == item
+
+    def test_message_ids_by_position(self, store: Store) -> None:
+        store.create_session(Session(id="a"))
+        stored = store.append("a", [_msg(f"m{i}") for i in range(5)])
+        ids = [m.id for m in stored]
+        assert store.message_ids("a") == ids
+        assert store.message_ids("a", offset=3) == ids[3:]
+        assert store.message_ids("a", offset=1, limit=2) == ids[1:3]
+        store.hide_messages("a", up_to_id=ids[0])
+        assert store.message_ids("a") == ids[1:]
+        assert store.message_ids("a", include_hidden=True) == ids
+
+    def test_records_roundtrip_order_and_delete(self, store: Store) -> None:
+        store.put_records("ns", [("b\x1f2", b"\x00\xff two"), ("b\x1f1", b"one"), ("a", b"")])
+        assert store.get_record("ns", "b\x1f1") == b"one"
+        assert store.get_record("ns", "missing") is None
+        assert [k for k, _ in store.list_records("ns")] == ["a", "b\x1f1", "b\x1f2"]
+        assert store.list_records("ns", prefix="b\x1f", descending=True) == [("b\x1f2", b"\x00\xff two"), ("b\x1f1", b"one")]
+        store.put_records("ns", [("a", b"new")])
+        assert store.get_record("ns", "a") == b"new"
+        store.put_records("ns2", [("x", b"1")])
+        assert store.record_namespaces() == ["ns", "ns2"]
+        assert store.record_namespaces("ns2") == ["ns2"]
+        assert store.delete_records("ns", ["a"]) == 1
+        assert store.delete_records("ns", prefix="b") == 2
+        assert store.list_records("ns") == [] and store.get_record("ns2", "x") == b"1"
+        with pytest.raises(InvalidInputError):
+            store.put_records("ns", [("k", "not bytes")])  # type: ignore[list-item]
+        with pytest.raises(InvalidInputError, match="NUL"):
+            store.put_records("ns", [("a\x00b", b"")])

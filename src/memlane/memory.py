@@ -590,6 +590,62 @@ class Memory:
             self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
         return self.store.delete_messages(message_ids)
 
+    # ------------------------------------------------------------ items (framework sessions)
+
+    def items(self, session_id: str, limit: int | None = None) -> list[Message]:
+        """The newest ``limit`` visible messages (every one when None), oldest first.
+
+        What a framework's session reads back: ``m.to_item()`` gives each exactly as it
+        was given (a Responses item, content parts, a chat message). Reads only the
+        rows it returns.
+        """
+        if limit is not None and limit < 0:
+            raise InvalidInputError("limit must be >= 0 (or None for every item)")
+        self.get_session(session_id)
+        if limit is None:
+            return list(self.store.iter_messages(session_id, include_hidden=False))
+        return self.store.recent_messages(session_id, limit)[::-1] if limit else []
+
+    def pop(self, session_id: str) -> Message | None:
+        """Remove the newest visible message and return it (None when there is none)."""
+        self.get_session(session_id)
+        newest = self.store.recent_messages(session_id, 1)
+        if not newest or newest[0].id is None:
+            return None
+        self.forget_messages([newest[0].id])
+        return newest[0]
+
+    def forget_at(self, session_id: str, index: int) -> Message | None:
+        """Remove the visible message at ``index`` (0 = oldest, -1 = newest); None when
+        the index is out of range. Only that row is read."""
+        self.get_session(session_id)
+        if index < 0:
+            found = self.store.recent_messages(session_id, -index)
+            target = found[-1] if len(found) == -index else None
+        else:
+            ids = self.store.message_ids(session_id, offset=index, limit=1)
+            got = self.store.get_messages(ids) if ids else []
+            target = got[0] if got else None
+        if target is None or target.id is None:
+            return None
+        self.forget_messages([target.id])
+        return target
+
+    def forget_history(self, session_id: str) -> int:
+        """Delete every message of a session (hidden ones too) and all derived from them;
+        the session itself stays. Unlike :meth:`clear_session`, nothing is left on disk."""
+        self.get_session(session_id)
+        ids = self.store.message_ids(session_id, include_hidden=True)
+        return self.forget_messages(ids) if ids else 0
+
+    def replace_history(self, session_id: str, messages: Iterable[MessageInput]) -> list[Message]:
+        """Replace a session's whole history: the new messages are checked first, so bad
+        input leaves the old history untouched."""
+        session = self.ensure_session(session_id)
+        checked = [message_from_input(m, max_chars=self.settings.max_message_chars) for m in messages]
+        self.forget_history(session.id)
+        return self.add_messages(session.id, checked)
+
     # ------------------------------------------------------------ session state
 
     @property

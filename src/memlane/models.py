@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from memlane.errors import InvalidInputError
+from memlane.items import is_item, is_private, read_item
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -100,9 +101,25 @@ class Message:
     pinned: bool = False
     hidden: bool = False
     token_count: int | None = None
+    #: The framework item exactly as given (Responses item, content parts, Anthropic
+    #: blocks), returned by :meth:`to_item`; role/content/tool_calls are what memlane
+    #: read from it (memlane.items). None for a plain chat message.
+    item: JSON | None = None
+
+    @property
+    def in_window(self) -> bool:
+        """Whether a chat model should see this message again: not reasoning, not an
+        item with nothing memlane can show (an image-only message, a hosted-tool call)."""
+        if is_private(self.item):
+            return False
+        return bool(self.content) or bool(self.tool_calls) or self.role == "tool"
+
+    def to_item(self) -> JSON:
+        """The message as it was given: the framework's item, or the chat message."""
+        return dict(self.item) if self.item is not None else self.to_openai()
 
     def to_openai(self) -> JSON:
-        """The message as an OpenAI chat-completions message dict."""
+        """The message as an OpenAI chat-completions message dict (what memlane read)."""
         out: JSON = {"role": self.role, "content": self.content}
         if self.name:
             out["name"] = self.name
@@ -277,9 +294,25 @@ _MESSAGE_KEYS = frozenset(
     {
         "role", "content", "name", "tool_calls", "tool_call_id", "author_id", "author_name",
         "turn_id", "created_at", "metadata", "importance", "pinned", "id", "session_id",
-        "hidden", "token_count",
+        "hidden", "token_count", "item",
     }
 )
+#: memlane's own fields, accepted beside a framework item (everything else is the item).
+_OWN_KEYS = frozenset(
+    {"author_id", "author_name", "turn_id", "created_at", "metadata", "importance", "pinned", "session_id",
+     "hidden", "token_count"}
+)
+
+
+def _split_item(raw: dict[str, Any]) -> dict[str, Any]:
+    """An item given as input: memlane's fields plus what it reads from the item itself."""
+    own = {k: raw[k] for k in _OWN_KEYS if k in raw}
+    item = check_json({k: v for k, v in raw.items() if k not in _OWN_KEYS}, "item")
+    reading = read_item(item)
+    return {
+        **own, "role": reading.role, "content": reading.content, "tool_calls": reading.tool_calls,
+        "tool_call_id": reading.tool_call_id, "name": reading.name, "item": item,
+    }
 
 
 def message_from_input(
@@ -299,6 +332,9 @@ def message_from_input(
             f"a message must be a dict like {{'role': 'user', 'content': 'hi'}} or a Message, "
             f"got {type(value).__name__}"
         )
+    if is_item(raw):
+        raw = _split_item(raw)
+    given_item = check_json(raw["item"], "item") if raw.get("item") is not None else None
     unknown = set(raw) - _MESSAGE_KEYS
     if unknown:
         raise InvalidInputError(
@@ -314,10 +350,6 @@ def message_from_input(
             content = ""
         else:
             raise InvalidInputError(f"a {role} message needs 'content' (a string)")
-    if isinstance(content, list):
-        # OpenAI content parts: keep the text parts, the rest is not ours to store.
-        parts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
-        content = "\n".join(str(p) for p in parts)
     content = _check_text(content, "content", max_chars)
     tool_call_id = raw.get("tool_call_id")
     if role == "tool" and not tool_call_id:
@@ -345,4 +377,5 @@ def message_from_input(
         metadata=check_json(raw.get("metadata"), "metadata"),
         importance=float(importance),
         pinned=bool(raw.get("pinned", False)),
+        item=given_item,
     )

@@ -89,6 +89,8 @@ def split_turns(messages: Sequence[Message]) -> list[list[Message]]:
     current: list[Message] = []
     answered = False
     for msg in messages:
+        if not msg.in_window:  # reasoning, image-only items: kept, never shown again
+            continue
         if msg.role == "user" and answered:
             turns.append(current)
             current, answered = [], False

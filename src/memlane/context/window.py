@@ -109,14 +109,37 @@ def _complete(call: Message, results: list[Message]) -> bool:
     return wanted == sorted(str(r.tool_call_id) for r in results)
 
 
+def _merged_calls(msg: Message, later: list[Message]) -> Message:
+    """One assistant message carrying ``msg``'s calls and those of the ``later`` call
+    messages (oldest first): Responses items give each parallel call its own item,
+    a chat request wants them in one message before their results."""
+    if not later:
+        return msg
+    calls = [c for m in (msg, *later) for c in m.tool_calls or ()]
+    text = "\n".join(m.content for m in (msg, *later) if m.content)
+    return msg.with_(tool_calls=calls, content=text, token_count=None)
+
+
 def _groups(messages: Iterator[Message], window: Window) -> Iterator[list[Message]]:
     """Newest-first groups; each group is oldest-first and self-contained."""
     results: list[Message] = []  # tool results seen so far, newest first
+    later_calls: list[Message] = []  # call messages whose results are still above
     for msg in messages:
+        if not msg.in_window:  # reasoning, image-only items: kept, never shown again
+            continue
         if msg.role == "tool":
             results.append(msg)
             continue
         if msg.role == "assistant" and msg.tool_calls:
+            own = {str(c.get("id")) for c in msg.tool_calls}
+            unclaimed = {str(r.tool_call_id) for r in results} - {
+                str(c.get("id")) for m in later_calls for c in m.tool_calls or ()
+            }
+            if own < unclaimed:  # a parallel call of the same step: its siblings are older
+                later_calls.insert(0, msg)
+                continue
+            msg = _merged_calls(msg, later_calls)
+            later_calls = []
             group = [msg, *reversed(results)]
             results = []
             if _complete(msg, group[1:]):
@@ -132,7 +155,7 @@ def _groups(messages: Iterator[Message], window: Window) -> Iterator[list[Messag
                 f"left out {len(results)} tool result(s) without their call "
                 f"(ids {', '.join(str(r.id) for r in reversed(results))})"
             )
-            results = []
+            results, later_calls = [], []
         yield [msg]
     if results:
         window.notes.append(

@@ -188,4 +188,4 @@ class Bm25Index:
             ).fetchall()
 
         rows = store._run(run, write=False)
-        return [KeywordHit(row_to_message(r[:16]), float(r[16])) for r in rows]
+        return [KeywordHit(row_to_message(r[:-1]), float(r[-1])) for r in rows]

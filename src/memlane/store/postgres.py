@@ -61,6 +61,8 @@ from memlane.store.pg_rows import (
 )
 from memlane.store.pg_search import EXACT_STATS_BELOW, Bm25Index, fts5_idf, tsquery_literal
 from memlane.store.postgres_schema import KEYWORD_INDEXES, MIGRATIONS, OPTIONAL
+from memlane.store.records import SqlRecords
+from memlane.store.rows import encode_item
 from memlane.store.sql_reads import SqlReads
 
 if TYPE_CHECKING:
@@ -78,8 +80,8 @@ _UPDATABLE_SESSION_FIELDS = frozenset(
 )
 _INSERT_MESSAGE = (
     "INSERT INTO messages (tenant_id, session_id, role, content, name, tool_calls, tool_call_id, "
-    "author_id, author_name, turn_id, created_at, metadata, importance, pinned, hidden, token_count) "
-    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id"
+    "author_id, author_name, turn_id, created_at, metadata, importance, pinned, hidden, token_count, item) "
+    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id"
 )
 _INSERT_MESSAGE_WITH_ID = _INSERT_MESSAGE.replace("(tenant_id,", "(id, tenant_id,", 1).replace(
     "VALUES (%s,", "VALUES (%s,%s,", 1
@@ -136,7 +138,7 @@ def _redact(url: str) -> str:
     return f"postgresql://{user}{'@' if user else ''}{host}{port}/{db}{tail}"
 
 
-class PostgresStore(SqlReads):
+class PostgresStore(SqlReads, SqlRecords):
     """A Store on PostgreSQL (14+; tested on 18). ``url`` is any libpq URL or DSN."""
 
     _dialect = DIALECT
@@ -301,6 +303,9 @@ class PostgresStore(SqlReads):
         """Run ``fn`` in one transaction (retried when that is safe)."""
         return self._run(fn, write=True)
 
+    def _write_records(self, fn: Callable[[Conn], T]) -> T:
+        return self.write(fn)
+
     def read(self, query: str | sql.Composable, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         def run(conn: Conn) -> list[Any]:
             return conn.execute(query, params).fetchall()  # type: ignore[arg-type]
@@ -443,7 +448,7 @@ class PostgresStore(SqlReads):
                 tenant_id, session_id, m.role, m.content, m.name,
                 Jsonb(m.tool_calls) if m.tool_calls else None, m.tool_call_id, m.author_id,
                 m.author_name, m.turn_id, _aware(m.created_at), Jsonb(m.metadata), m.importance,
-                m.pinned, m.hidden, m.token_count,
+                m.pinned, m.hidden, m.token_count, encode_item(m.item),
             )
             for m in messages
         ]

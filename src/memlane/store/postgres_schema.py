@@ -267,6 +267,28 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         DROP INDEX IF EXISTS messages_tsv;
         """,
     ),
+    7: (
+        "message items",
+        # Same column as SQLite migration 7. text, not jsonb: jsonb reorders keys, and an
+        # item must come back exactly as it was given.
+        """
+        ALTER TABLE messages ADD COLUMN item TEXT;
+        """,
+    ),
+    8: (
+        "records",
+        # Same table as SQLite migration 8 (store/records.py); COLLATE "C" orders keys by
+        # bytes, as SQLite does, whatever the database's collation.
+        """
+        CREATE TABLE records (
+            namespace TEXT COLLATE "C" NOT NULL,
+            key TEXT COLLATE "C" NOT NULL,
+            value BYTEA NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (namespace, key)
+        );
+        """,
+    ),
 }
 
 #: Migrations that need an extension: skipped (and retried on the next start) when the

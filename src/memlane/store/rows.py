@@ -9,12 +9,13 @@ written once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from memlane.errors import CorruptRecordError
-from memlane.models import Message, Session, Turn
+from memlane.models import JSON, Message, Session, Turn
 
 # (value, table, row_id, column) -> decoded JSON; the location is for the error it raises
 LoadJson = Callable[[Any, str, object, str], Any]
@@ -28,7 +29,7 @@ SESSION_COLS = (
 MESSAGE_COL_NAMES = (
     "id", "session_id", "role", "content", "name", "tool_calls", "tool_call_id", "author_id",
     "author_name", "turn_id", "created_at", "metadata", "importance", "pinned", "hidden",
-    "token_count",
+    "token_count", "item",
 )
 MESSAGE_COLS = ", ".join(MESSAGE_COL_NAMES)
 # the same columns on the alias ``m`` (queries that join messages m with sessions s)
@@ -66,6 +67,24 @@ def decode_session(row: Sequence[Any], load: LoadJson, to_time: ToTime) -> Sessi
     )
 
 
+def encode_item(item: JSON | None) -> str | None:
+    """A message's framework item as stored: JSON text in both stores (not jsonb, which
+    would reorder keys), so it comes back exactly as it was given."""
+    return None if item is None else json.dumps(item, ensure_ascii=False, allow_nan=False)
+
+
+def _item(value: Any, row_id: object) -> JSON | None:
+    if value is None:
+        return None
+    try:
+        decoded = json.loads(value)
+    except (TypeError, ValueError) as exc:
+        raise CorruptRecordError("messages", row_id, f"column item is not JSON: {exc}") from exc
+    if not isinstance(decoded, dict):
+        raise CorruptRecordError("messages", row_id, "column item is not a JSON object")
+    return decoded
+
+
 def decode_message(row: Sequence[Any], load: LoadJson, to_time: ToTime) -> Message:
     """A row of MESSAGE_COLS as a Message."""
     metadata = _json_object(load, row[11], "messages", row[0], "metadata")
@@ -74,6 +93,7 @@ def decode_message(row: Sequence[Any], load: LoadJson, to_time: ToTime) -> Messa
         raise CorruptRecordError("messages", row[0], "column tool_calls is not a JSON array")
     if not isinstance(row[3], str):
         raise CorruptRecordError("messages", row[0], "column content is not text")
+    item = _item(row[16], row[0])
     return Message(
         id=int(row[0]),
         session_id=row[1],
@@ -91,6 +111,7 @@ def decode_message(row: Sequence[Any], load: LoadJson, to_time: ToTime) -> Messa
         pinned=bool(row[13]),
         hidden=bool(row[14]),
         token_count=row[15],
+        item=item,
     )
 
 

@@ -81,6 +81,19 @@ class SqlReads:
         )
         return [self._message(r) for r in self.read(query, params)]
 
+    def message_ids(
+        self, session_id: str, *, offset: int = 0, limit: int | None = None, include_hidden: bool = False
+    ) -> list[int]:
+        """Ids of a session's messages, oldest first, from position ``offset``: the
+        n-th message without reading the ones before it (the index walks ids only)."""
+        m = self._dialect.mark
+        hidden = "" if include_hidden else " AND " + self._dialect.is_false.format("hidden")
+        rows = self.read(
+            f"SELECT id FROM messages WHERE session_id = {m}{hidden} ORDER BY id LIMIT {m} OFFSET {m}",
+            (session_id, 2**62 if limit is None else int(limit), int(offset)),
+        )
+        return [int(r[0]) for r in rows]
+
     def iter_messages(
         self,
         session_id: str | None = None,

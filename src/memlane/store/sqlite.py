@@ -52,10 +52,12 @@ from memlane.models import (
 )
 from memlane.store import filters
 from memlane.store.base import KeyedLocks, KeywordHit, TurnRecord, remaining
+from memlane.store.records import SqlRecords
 from memlane.store.rows import (
     M_COLS,
     decode_message,
     decode_session,
+    encode_item,
 )
 from memlane.store.rows import MESSAGE_COLS as _MESSAGE_COLS
 from memlane.store.rows import SESSION_COLS as _SESSION_COLS
@@ -126,7 +128,7 @@ DIALECT = filters.Dialect(
 )
 
 
-class SQLiteStore(SqlReads):
+class SQLiteStore(SqlReads, SqlRecords):
     """A Store on one SQLite file (or ``:memory:``)."""
 
     _dialect = DIALECT
@@ -204,6 +206,9 @@ class SQLiteStore(SqlReads):
             return retry(fn)
         except sqlite3.OperationalError as exc:
             raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+
+    def _write_records(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self.write(fn)
 
     def write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """Run ``fn`` in one IMMEDIATE transaction, retried while the file is locked.
@@ -368,13 +373,13 @@ class SQLiteStore(SqlReads):
         for msg in messages:
             cur = conn.execute(
                 f"INSERT INTO messages ({_MESSAGE_COLS}) "
-                "VALUES (NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "VALUES (NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     session_id, msg.role, msg.content, msg.name,
                     _dumps(msg.tool_calls) if msg.tool_calls else None,
                     msg.tool_call_id, msg.author_id, msg.author_name, msg.turn_id,
                     to_epoch(msg.created_at), _dumps(msg.metadata), msg.importance,
-                    int(msg.pinned), int(msg.hidden), msg.token_count,
+                    int(msg.pinned), int(msg.hidden), msg.token_count, encode_item(msg.item),
                 ),
             )
             new_id = cur.lastrowid
@@ -570,7 +575,7 @@ class SQLiteStore(SqlReads):
                 f"WHERE messages_fts MATCH ? {where} ORDER BY rank LIMIT ?"
             )
             rows = self.read(every, (match, *params, int(limit)))
-        return [KeywordHit(row_to_message(r[:16]), -float(r[16])) for r in rows]
+        return [KeywordHit(row_to_message(r[:-1]), -float(r[-1])) for r in rows]
 
     def rebuild_keyword_index(self) -> int:
         def run(conn: sqlite3.Connection) -> int:

@@ -257,4 +257,26 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         CREATE INDEX api_keys_by_tenant ON api_keys(tenant_id);
         """,
     ),
+    7: (
+        "message items",
+        """
+        -- The framework item a message was given as (Responses items, content parts,
+        -- Anthropic blocks), JSON text kept verbatim; NULL for a plain chat message.
+        ALTER TABLE messages ADD COLUMN item TEXT;
+        """,
+    ),
+    8: (
+        "records",
+        """
+        -- Opaque bytes by (namespace, key) for integrations (LangGraph checkpoints and
+        -- store values): not conversation, never read by memlane (store/records.py).
+        CREATE TABLE records (
+            namespace TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value BLOB NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (namespace, key)
+        ) WITHOUT ROWID;
+        """,
+    ),
 }
