@@ -29,6 +29,7 @@ from memlane.memory import Memory
 from memlane.models import Message, SearchHit, Session, Turn
 
 if TYPE_CHECKING:
+    from memlane.aio import AsyncMemory, AsyncMemoryClient
     from memlane.context.packet import ContextPacket
     from memlane.notes.models import Note
     from memlane.rooms.handler import CommandResult
@@ -38,6 +39,8 @@ __version__ = "0.1.0"
 
 # Imported on first use: the context engine pulls in numpy, `import memlane` stays cheap.
 _LAZY = {
+    "AsyncMemory": "memlane.aio",
+    "AsyncMemoryClient": "memlane.aio",
     "CommandResult": "memlane.rooms.handler",
     "ContextPacket": "memlane.context.packet",
     "ConversationCheckpointSnapshot": "memlane.state.checkpoint",
@@ -54,6 +57,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AsyncMemory",
+    "AsyncMemoryClient",
     "CommandResult",
     "ConfigError",
     "ConflictError",

@@ -49,6 +49,12 @@ _STORE_FIELDS = frozenset({"id", "session_id", "hidden", "token_count"})
 #: Public Memory members the client does not offer, each with the reason. A test checks that
 #: every public Memory member is either a MemoryClient method or listed here.
 LOCAL_ONLY: dict[str, str] = {
+    # framework items (memlane.integrations run in-process, beside the store)
+    "items": "no route yet: the framework integrations use an in-process Memory",
+    "pop": "no route yet; see items",
+    "forget_at": "no route yet; see items",
+    "forget_history": "no route yet; forget_messages(ids) or delete_session do it over REST",
+    "replace_history": "no route yet; see items",
     # no REST route; lifecycle policy (idle expiry, per-user cap, topic changes) is the server's
     "get_active_session": "no route: session expiry and per-user caps run inside the server process",
     "active_session_for": "no route: same lifecycle policy as get_active_session",
