@@ -12,7 +12,13 @@ from memlane import Memory
 from tests.pg_fixture import fresh_pg_store, pg_server, pg_url  # noqa: F401  (real PostgreSQL fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
-LOCOMO_DIR = Path(os.environ.get("MEMLANE_LOCOMO_DIR", REPO.parent / "shared" / "data" / "locomo"))
+#: Two conversations of our own in LoCoMo's file format (sessions with dates, image turns,
+#: QA with evidence, gold summaries, observations): ``harbour.json`` (8 sessions, 190 turns)
+#: and ``workshop.json`` (5 sessions, 98 turns). Tests never read the real LoCoMo data; that
+#: is for ``memlane eval`` and the benchmarks.
+LOCOMO_DIR = REPO / "tests" / "data" / "locomo"
+LONG_CONVERSATION = LOCOMO_DIR / "harbour.json"
+SHORT_CONVERSATION = LOCOMO_DIR / "workshop.json"
 
 
 @pytest.fixture(autouse=True)
@@ -21,8 +27,10 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     for key in list(os.environ):
-        if key.startswith("MEMLANE_") and key != "MEMLANE_LOCOMO_DIR":
+        if key.startswith("MEMLANE_"):
             monkeypatch.delenv(key, raising=False)
+    # whatever looks for LoCoMo data by default (the search benchmark) finds the fixtures
+    monkeypatch.setenv("MEMLANE_LOCOMO_DIR", str(LOCOMO_DIR))
     monkeypatch.delenv("MATRIX_USER_ID", raising=False)
 
 
@@ -35,10 +43,8 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
 
 @pytest.fixture
 def locomo_files() -> list[Path]:
-    files = sorted(LOCOMO_DIR.glob("*.json"))
-    if not files:
-        pytest.skip(f"LoCoMo data not found in {LOCOMO_DIR} (set MEMLANE_LOCOMO_DIR)")
-    return files
+    """The fixture conversations, the long one first."""
+    return [LONG_CONVERSATION, SHORT_CONVERSATION]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +26,10 @@ def test_bench_search_json_fields(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["messages"] == 1000 and out["embedder"].startswith("hashing")
     assert out["ingest_msgs_per_s"] > 0 and 8 <= out["ingest_words_per_msg"] <= 22
-    if "LoCoMo" in out["corpus"]:  # real turns too, with their (longer) mean length
-        assert out["ingest_locomo_turns_msgs_per_s"] > 0 and out["ingest_locomo_turns_words_per_msg"] > 0
+    # MEMLANE_LOCOMO_DIR points at the fixture conversations (conftest): their turns are the
+    # corpus, and ingest is measured on them too, with their (longer) mean length
+    assert out["corpus_kind"] == "locomo" and "tests/data/locomo" in out["corpus"]
+    assert out["ingest_locomo_turns_msgs_per_s"] > 0 and out["ingest_locomo_turns_words_per_msg"] > 0
     assert all(isinstance(out[k], float) and out[k] >= 0 for k in TIMINGS)
     assert out["search_ms_p50"] > 0 and out["search_ms_p50"] <= out["search_ms_p95"]
     assert out["corpus"] and out["vectors"]
@@ -46,3 +49,15 @@ def test_bench_search_json_fields(capsys: pytest.CaptureFixture[str]) -> None:
         assert chroma == {"skipped": "chromadb is not installed: pip install 'memlane[bench]'"}
     else:
         assert set(chroma) == COMPARED and out["chromadb_vs_memlane_vector_p50"] > 0
+
+
+def test_bench_search_without_conversation_files_says_synthetic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMLANE_LOCOMO_DIR", str(tmp_path))  # a directory without any
+    main(["bench", "search", "--messages", "1000", "--ingest", "10", "--queries", "10",
+          "--embedder", "hashing", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["corpus_kind"] == "synthetic" and out["corpus"].startswith("synthetic chat")
+    assert not {k for k in out if k.startswith("ingest_locomo")}
+    assert out["ingest_msgs_per_s"] > 0 and out["search_ms_p50"] > 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +19,7 @@ from memlane.context.budget import Allocator, Candidates, TextBlock, TextItem, T
 from memlane.errors import InvalidInputError
 from memlane.models import Message
 from memlane.tokens import get_counter
+from tests.conftest import LONG_CONVERSATION
 from tests.context_scripts import DE, EN, tool_groups_intact, write_locomo, write_script
 
 STRATEGIES = ("simple", "summary", "hybrid", "tiered")
@@ -37,13 +37,9 @@ def convo(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
         sid = mem.create_session(system_prompt=SYSTEM, session_id=name, user_id="ops")
         write_script(mem, sid, script, repeat=repeat)
         sids.append(sid)
-    from tests.conftest import LOCOMO_DIR
-
-    locomo = sorted(Path(LOCOMO_DIR).glob("*.json"))
-    if locomo:
-        sid = mem.create_session(system_prompt=SYSTEM, session_id="locomo")
-        write_locomo(mem, locomo[0], sid, sessions=8)
-        sids.append(sid)
+    sid = mem.create_session(system_prompt=SYSTEM, session_id="locomo")
+    write_locomo(mem, LONG_CONVERSATION, sid, sessions=8)
+    sids.append(sid)
     # A pinned and an important message deep in the EN history, for hybrid.
     first = mem.load_session("en")[:6]
     mem.mark_important(first[0].id or 0, pinned=True)

@@ -187,27 +187,30 @@ def test_long_term_notes_extension(mem: Memory) -> None:
     assert mem.context(sid, max_tokens=1000).notes == []
 
 
-def test_tiered_on_a_long_locomo_dialogue(mem: Memory, locomo_files: list[Path]) -> None:
-    sid = mem.create_session(session_id="locomo")
-    n = write_locomo(mem, locomo_files[0], sid)
-    assert n > 300
-    packet = mem.context(sid, max_tokens=3000, strategy="tiered")
-    assert packet.archived, "very old blocks are archived"
-    assert packet.topic_summaries
-    first = packet.topic_summaries[0]
-    assert first.first_turn > packet.archived[-1].last_turn
-    assert first.topics and first.text
-    text = system_text(packet)
-    assert "Earlier topics:" in text
-    # Archived turns are not in the context...
-    archived_ids = {packet.archived[0].first_message_id, packet.archived[0].last_message_id}
-    assert not archived_ids & {m.id for m in packet.render().messages}
-    assert packet.archived[0].text not in text
-    # ...but retrievable by command.
-    blocks = archived_blocks(mem, sid)
-    assert [b.first_turn for b in blocks] == [b.first_turn for b in packet.archived]
-    assert all(b.text for b in blocks)
-    assert get_counter(None).count_messages(packet.render().messages) <= 3000
+def test_tiered_on_a_long_locomo_dialogue(tmp_path: Path, locomo_files: list[Path]) -> None:
+    # Blocks of 4 turns: the 8-session fixture then spans more blocks than the summarized tier
+    # holds (real LoCoMo conversations reach that with the default 10).
+    with Memory(tmp_path / "memory.db", embedder="hashing", summarize_every=4) as mem:
+        sid = mem.create_session(session_id="locomo")
+        n = write_locomo(mem, locomo_files[0], sid)
+        assert n > 180
+        packet = mem.context(sid, max_tokens=3000, strategy="tiered")
+        assert packet.archived, "very old blocks are archived"
+        assert packet.topic_summaries
+        first = packet.topic_summaries[0]
+        assert first.first_turn > packet.archived[-1].last_turn
+        assert first.topics and first.text
+        text = system_text(packet)
+        assert "Earlier topics:" in text
+        # Archived turns are not in the context...
+        archived_ids = {packet.archived[0].first_message_id, packet.archived[0].last_message_id}
+        assert not archived_ids & {m.id for m in packet.render().messages}
+        assert packet.archived[0].text not in text
+        # ...but retrievable by command.
+        blocks = archived_blocks(mem, sid)
+        assert [b.first_turn for b in blocks] == [b.first_turn for b in packet.archived]
+        assert all(b.text for b in blocks)
+        assert get_counter(None).count_messages(packet.render().messages) <= 3000
 
 
 def test_strategy_selection_and_errors(tmp_path: Path) -> None:

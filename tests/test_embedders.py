@@ -26,9 +26,9 @@ from memlane.search.embedders import (
     SentenceTransformerEmbedder,
     get_embedder,
 )
+from tests.conftest import LONG_CONVERSATION
 
 REPO = Path(__file__).resolve().parents[1]
-LOCOMO_DIR = Path(os.environ.get("MEMLANE_LOCOMO_DIR", REPO.parent / "shared" / "data" / "locomo"))
 
 PASSWORD_Q = "How do I reset my password?"
 PASSWORD_PARAPHRASE = "I forgot my password, how can I change it?"
@@ -307,15 +307,13 @@ def _recall_at_10(embedder: Embedder, turns: list[dict[str, Any]], qs: list[dict
 
 
 def test_minilm_retrieves_locomo_evidence(minilm: MiniLMEmbedder) -> None:
-    path = LOCOMO_DIR / "26.json"
-    if not path.is_file():
-        pytest.skip(f"LoCoMo data not found in {LOCOMO_DIR} (set MEMLANE_LOCOMO_DIR)")
-    turns, questions = _locomo_turns_and_questions(path)
+    turns, questions = _locomo_turns_and_questions(LONG_CONVERSATION)
     dense = _recall_at_10(minilm, turns, questions)
     hashed = _recall_at_10(HashingEmbedder(), turns, questions)
-    # Measured: MiniLM 0.55, hashing 0.17 on this conversation (419 turns, 150 questions).
-    assert dense >= 0.45, dense
-    assert dense > hashed + 0.1, (dense, hashed)
+    # Measured: MiniLM 0.82, hashing 0.26 on this conversation (190 turns, 57 questions, many
+    # asked in other words than the turn uses); on LoCoMo's 26: 0.55 and 0.17.
+    assert dense >= 0.7, dense
+    assert dense > hashed + 0.3, (dense, hashed)
 
 
 # --------------------------------------------------------------------------------------

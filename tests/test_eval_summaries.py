@@ -21,17 +21,14 @@ from memlane.eval.locomo_data import (
     parse_locomo_datetime,
 )
 from memlane.eval.summaries import evaluate_summaries, lead_summary, run_summaries_eval
+from tests.conftest import SHORT_CONVERSATION
 
 REPO = Path(__file__).resolve().parents[1]
-DIRECTORY = Path(os.environ.get("MEMLANE_LOCOMO_DIR", REPO.parent / "shared" / "data" / "locomo"))
 
 
 @pytest.fixture(scope="module")
 def small_file() -> Path:
-    path = DIRECTORY / "30.json"  # the shortest of the five: 19 sessions, 369 turns
-    if not path.exists():
-        pytest.skip(f"LoCoMo data not found in {DIRECTORY} (set MEMLANE_LOCOMO_DIR)")
-    return path
+    return SHORT_CONVERSATION  # 5 sessions, 98 turns, a date key with no session
 
 
 # -------------------------------------------------------------------- loader
@@ -60,13 +57,14 @@ def test_parse_locomo_datetime_rejects_bad_dates(text: str) -> None:
 
 def test_load_conversation(small_file: Path) -> None:
     conv = load_conversation(small_file)
-    assert (conv.sample_id, conv.speakers) == ("30", ("Jon", "Gina"))
-    assert [s.index for s in conv.sessions] == list(range(1, 20))  # dangling date keys ignored
-    assert sum(len(s.turns) for s in conv.sessions) == 369
+    assert (conv.sample_id, conv.speakers) == ("workshop", ("Priya", "Jonas"))
+    assert "session_6_date_time" in json.loads(small_file.read_text())
+    assert [s.index for s in conv.sessions] == list(range(1, 6))  # dangling date keys ignored
+    assert sum(len(s.turns) for s in conv.sessions) == 98
     first = conv.sessions[0]
-    assert first.date_time == datetime(2023, 1, 20, 16, 4, tzinfo=UTC)
-    assert first.summary and first.summary.startswith("Gina and Jon met at 4:04 pm")
-    assert set(first.speakers()) == {"Jon", "Gina"}
+    assert first.date_time == datetime(2023, 9, 7, 14, 25, tzinfo=UTC)
+    assert first.summary and first.summary.startswith("On 7 September, 2023 at 2:25 pm, Priya told Jonas")
+    assert set(first.speakers()) == {"Priya", "Jonas"}
     assert all(s.summary for s in conv.sessions)
     turn = first.turns[0]
     assert turn.dia_id == "D1:1" and turn.speaker in conv.speakers and turn.text
@@ -74,7 +72,8 @@ def test_load_conversation(small_file: Path) -> None:
     assert with_image.img_urls and with_image.as_text().endswith(f"[shares {with_image.blip_caption}]")
     assert with_image.as_text(include_caption=False) == with_image.text
     answerable = [q for q in conv.qa if q.answerable and q.evidence]
-    assert len(answerable) == 81
+    assert len(answerable) == 42
+    assert [q.adversarial_answer for q in conv.qa if not q.answerable] == ["two"]
     known = conv.turns_by_id()
     assert all(e in known for q in answerable for e in q.evidence)
     assert conv.turn("D1:1") == turn
@@ -88,11 +87,11 @@ def test_session_messages(small_file: Path) -> None:
     session = conv.sessions[0]
     messages = conv.session_messages(session)
     assert len(messages) == len(session.turns)
-    assert {m.author_name for m in messages} <= {"Jon", "Gina"}
+    assert {m.author_name for m in messages} <= {"Priya", "Jonas"}
     assert all(m.role == ("user" if m.author_name == conv.speaker_a else "assistant") for m in messages)
     assert all(m.created_at == session.date_time for m in messages)
     assert [m.metadata["dia_id"] for m in messages] == [t.dia_id for t in session.turns]
-    assert messages[0].session_id == "30:session_1"
+    assert messages[0].session_id == "workshop:session_1"
     captioned = [m for m in messages if "image_caption" in m.metadata]
     assert all(m.metadata["image_caption"] not in m.content for m in captioned)
     with_captions = conv.session_messages(session, include_caption=True, session_id="s")
@@ -105,7 +104,7 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
         k: v for k, v in flat.items() if k.startswith(("speaker_", "session_")) and not k.endswith(("summary", "observation"))
     }
     return {
-        "sample_id": "conv-30",
+        "sample_id": "conv-workshop",
         "conversation": conversation,
         "qa": flat["qa"],
         "session_summary": {k: v for k, v in flat.items() if k.endswith("_summary")},
@@ -119,7 +118,7 @@ def test_locomo10_layout_loads_the_same(small_file: Path, tmp_path: Path) -> Non
     path = tmp_path / "locomo10.json"
     path.write_text(json.dumps([_nested(flat), _nested(flat)]))
     convs = load_locomo(path)
-    assert len(convs) == 2 and convs[0].sample_id == "conv-30"
+    assert len(convs) == 2 and convs[0].sample_id == "conv-workshop"
     reference = load_conversation(small_file)
     for conv in convs:
         assert conv.sessions == reference.sessions
@@ -148,7 +147,7 @@ def test_loader_errors(tmp_path: Path) -> None:
 def test_evaluate_one_file_beats_lead(small_file: Path) -> None:
     result = evaluate_summaries([small_file])
     assert set(result) == {"memlane", "lead", "sessions"}
-    assert result["sessions"] == 19
+    assert result["sessions"] == 5
     for name in ("memlane", "lead"):
         assert set(result[name]) == {"rouge1", "rouge2", "rougeL"}
         assert all(0.0 <= v <= 1.0 for v in result[name].values())
@@ -170,7 +169,7 @@ def test_run_summaries_eval_json_and_table(small_file: Path) -> None:
     as_json = json.loads(run_summaries_eval([small_file], as_json=True))
     assert as_json == evaluate_summaries([small_file])
     table = run_summaries_eval([small_file], as_json=False)
-    assert "ROUGE-1" in table and "ROUGE-L" in table and "lead" in table and "19 sessions" in table
+    assert "ROUGE-1" in table and "ROUGE-L" in table and "lead" in table and "5 sessions" in table
     assert f"{as_json['memlane']['rouge2']:.4f}" in table
 
 
@@ -205,7 +204,7 @@ def test_cli_eval_summaries(small_file: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["sessions"] == 19 and data["memlane"]["rouge1"] > data["lead"]["rouge1"]
+    assert data["sessions"] == 5 and data["memlane"]["rouge1"] > data["lead"]["rouge1"]
     missing = subprocess.run(
         [sys.executable, "-m", "memlane.cli.main", "eval", "summaries", str(small_file.parent / "nope.json")],
         capture_output=True, text=True, env=env, timeout=300,

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from memlane import Memory
+from memlane.eval.locomo_data import load_conversation
 from memlane.server.auth import key_store_for
 from memlane.server.tenancy import Caller, TenantView
-from tests.conftest import LOCOMO_DIR
+from tests.conftest import LONG_CONVERSATION
 from tests.server_support import REPO, new_key, open_memory, running_server
 
 pytestmark = pytest.mark.browser
@@ -34,7 +35,7 @@ def _browser_or_skip() -> None:
 
 
 def load_data(mem: Memory) -> dict[str, Any]:
-    """A travel chat with tool calls and turns, plus LoCoMo conversations when the data is here."""
+    """A travel chat with tool calls and turns, plus three sessions of a LoCoMo-format conversation."""
     view = TenantView(mem, Caller(None))
     view.create_session(session_id="trip", title="Trip planning", user_id="ana", system_prompt="You plan trips.")
     mem.store_interaction("Hi! I'm Ana and I'm vegetarian. Lisbon in May?", "Lovely! Noted: vegetarian.",
@@ -53,17 +54,13 @@ def load_data(mem: Memory) -> dict[str, Any]:
     mem.add("room-7", "Has anyone read Piranesi?", author_name="Bob", author_id="@bob:matrix.org")
     mem.add("room-7", "Yes, loved the house of endless halls.", author_name="Maria", author_id="@maria:matrix.org")
     loaded = 2
-    files = sorted(LOCOMO_DIR.glob("*.json"))
-    if files:
-        from memlane.eval.locomo_data import load_conversation
-
-        convo = load_conversation(files[0])
-        for session in convo.sessions[:3]:
-            sid = f"locomo-{convo.sample_id}-{session.index}"
-            view.create_session(session_id=sid, title=f"LoCoMo {convo.sample_id} {session.key}",
-                                user_id=convo.speaker_a)
-            mem.add_messages(sid, convo.session_messages(session, session_id=sid))
-            loaded += 1
+    convo = load_conversation(LONG_CONVERSATION)
+    for session in convo.sessions[:3]:
+        sid = f"locomo-{convo.sample_id}-{session.index}"
+        view.create_session(session_id=sid, title=f"LoCoMo {convo.sample_id} {session.key}",
+                            user_id=convo.speaker_a)
+        mem.add_messages(sid, convo.session_messages(session, session_id=sid))
+        loaded += 1
     mem.flush(30)
     return {"sessions": loaded}
 

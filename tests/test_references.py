@@ -377,17 +377,13 @@ def test_locomo_noun_phrases_resolve_to_a_message_that_names_them(
                     assert noun[:5] in earlier.content.lower(), (ref.text, earlier.content)
                     checked += 1
     assert checked >= 5
-    # One concrete case from conversation 26: "that agency" is the adoption agency Caroline
-    # showed two messages earlier.
-    conv = load_conversation(next((p for p in locomo_files if p.name == "26.json"), locomo_files[0]))
-    for session in conv.sessions:
-        msgs = conv.session_messages(session, session_id="y")
-        for i, msg in enumerate(msgs):
-            msg.id = i + 1
-        for i, msg in enumerate(msgs):
-            if "that agency looks great" in msg.content:
-                ref = resolve(msg.content, msgs[:i]).references[0]
-                assert ref.text == "that agency"
-                assert "adoption agencies" in msgs[(ref.message_id or 0) - 1].content
-                return
-    pytest.skip("the adoption-agency exchange is not in this LoCoMo copy")
+    # One concrete case: "that shelter" is the dog shelter Tobias named two messages earlier,
+    # not Maren's photo of it in between (which never says "shelter").
+    conv = load_conversation(locomo_files[0])
+    msgs = conv.session_messages(conv.session(2), session_id="y")
+    for i, msg in enumerate(msgs):
+        msg.id = i + 1
+    i = next(i for i, m in enumerate(msgs) if "that shelter looks great" in m.content)
+    ref = resolve(msgs[i].content, msgs[:i]).references[0]
+    assert ref.text == "that shelter" and ref.message_id == i - 1
+    assert "dog shelters" in msgs[(ref.message_id or 0) - 1].content

@@ -17,9 +17,9 @@ MARGIN = 0.03
 
 
 def test_locomo_on_postgres_matches_sqlite(locomo_files: list[Path], pg_url: str) -> None:
-    smallest = min(locomo_files, key=lambda p: p.stat().st_size)  # one conversation, kept quick
-    on_pg = evaluate([smallest], embedder="hashing", store=pg_url)
-    on_sqlite = evaluate([smallest], embedder="hashing")
+    longest = locomo_files[0]  # one conversation: 190 turns, 57 questions
+    on_pg = evaluate([longest], embedder="hashing", store=pg_url)
+    on_sqlite = evaluate([longest], embedder="hashing")
     assert (on_pg["store"], on_sqlite.get("store", "sqlite")) == ("postgres", "sqlite")
     assert on_pg["questions"] == on_sqlite["questions"] > 50
     for metric in ("recall@5", "recall@10", "recall@20", "hit@5"):

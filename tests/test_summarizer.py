@@ -36,6 +36,7 @@ from memlane.errors import InvalidInputError
 from memlane.eval.locomo_data import LocomoConversation, load_conversation
 from memlane.models import Message
 from memlane.tokens import get_counter
+from tests.conftest import LONG_CONVERSATION
 
 COUNTER = get_counter(None)
 REPO = Path(__file__).resolve().parents[1]
@@ -43,11 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def conv() -> LocomoConversation:
-    directory = Path(os.environ.get("MEMLANE_LOCOMO_DIR", REPO.parent / "shared" / "data" / "locomo"))
-    path = directory / "26.json"
-    if not path.exists():
-        pytest.skip(f"LoCoMo data not found in {directory} (set MEMLANE_LOCOMO_DIR)")
-    return load_conversation(path)
+    return load_conversation(LONG_CONVERSATION)
 
 
 def session(conv: LocomoConversation, index: int) -> list[Message]:
@@ -108,12 +105,12 @@ def test_reads_like_a_third_person_summary(conv: LocomoConversation) -> None:
     messages = session(conv, 1)
     text = ExtractiveSummarizer().summarize(messages)
     # Who talked, and when (the session's time), then what was said.
-    assert text.startswith("Caroline and Melanie talked on 8 May 2023 at 1:56 pm.")
-    assert "Caroline" in text and "Melanie" in text
+    assert text.startswith("Maren and Tobias talked on 3 March 2023 at 6:10 pm.")
+    assert "Maren" in text and "Tobias" in text
     # First person rewritten with the speaker's name; no greetings, no fillers.
     assert not re.search(r"\b(I|I'm|my|me)\b", text), text
-    assert "Hey Mel" not in text and "Wow" not in text
-    assert "Caroline went to a LGBTQ support group" in text
+    assert "Hey" not in text and "Ha," not in text
+    assert "Maren went to their first pottery class yesterday" in text
     assert 60 <= len(text.split()) <= 200
 
 
@@ -161,15 +158,15 @@ def test_group_chat_you_is_the_last_other_speaker() -> None:
 
 def test_near_duplicates_are_removed(conv: LocomoConversation) -> None:
     messages = session(conv, 1)
-    fact = "I went to a LGBTQ support group yesterday and it was so powerful."
+    fact = "I went to my first pottery class yesterday and it was so calming."
     echoes = [
-        "I went to an LGBTQ support group yesterday and it was really powerful.",
-        "Yesterday I went to a LGBTQ support group and it was powerful!",
+        "I went to my very first pottery class yesterday and it was really calming.",
+        "Yesterday I went to my first pottery class and it was calming!",
     ]
-    assert any(fact == m.content for m in messages)
-    padded = messages[:4] + [msg("Caroline", e) for e in echoes] + messages[4:]
+    assert any(m.content.startswith(fact) for m in messages)
+    padded = messages[:4] + [msg("Maren", e) for e in echoes] + messages[4:]
     text = ExtractiveSummarizer().summarize(padded)
-    sentences = [s for s in split_sentences(text) if "support group yesterday" in s]
+    sentences = [s for s in split_sentences(text) if "pottery class yesterday" in s]
     assert len(sentences) == 1, text
 
 
@@ -296,8 +293,8 @@ def test_keyphrases_german() -> None:
 
 def test_keyphrases_ignore_speaker_vocatives(conv: LocomoConversation) -> None:
     phrases = extract_keyphrases([m.content for m in session(conv, 1)], top_k=8)
-    assert "support group" in phrases
-    assert not {"Caroline", "Mel", "Melanie"} & set(phrases)
+    assert "pottery class" in phrases
+    assert not {"Maren", "Tobias"} & set(phrases)
     assert extract_keyphrases([], top_k=3) == [] and extract_keyphrases(["x"], top_k=0) == []
 
 

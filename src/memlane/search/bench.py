@@ -139,12 +139,20 @@ def bench_ingest(
 
 @dataclass
 class _Corpus:
-    """Turns (speaker, text) in conversation order, and questions to ask about them."""
+    """Turns (speaker, text) in conversation order, and questions to ask about them.
+
+    ``kind`` is what the JSON reports as ``corpus_kind`` ("locomo" or "synthetic"), so a
+    reader never has to guess it from the wording of ``source``.
+    """
 
     turns: list[tuple[str, str]]
     queries: list[str]
     source: str
-    real: bool = False
+    kind: str = "synthetic"
+
+    @property
+    def real(self) -> bool:
+        return self.kind == "locomo"
 
 
 def _corpus(queries: int) -> _Corpus:
@@ -161,11 +169,13 @@ def _corpus(queries: int) -> _Corpus:
                 turns.extend((t.speaker, t.as_text()) for _s, t in conv.iter_turns())
                 qs.extend(q.question for q in conv.qa)
         random.Random(5).shuffle(qs)
-        return _Corpus(turns, qs[:queries], f"LoCoMo turns ({len(turns)} distinct, repeated)", real=True)
+        source = f"LoCoMo turns from {files[0].parent} ({len(turns)} distinct, repeated)"
+        return _Corpus(turns, qs[:queries], source, kind="locomo")
     rng = random.Random(11)
     turns = [("Ann" if i % 2 == 0 else "Bob", _sentence(rng)) for i in range(3000)]
     qs = [_sentence(rng, topics=1)[: rng.randint(30, 80)] for _ in range(queries)]
-    return _Corpus(turns, qs, "synthetic chat (LoCoMo data not found)")
+    # no dataset name in the text: it says what was used, not what was missing
+    return _Corpus(turns, qs, "synthetic chat (no conversation files found; set MEMLANE_LOCOMO_DIR)")
 
 
 def _build_corpus(
@@ -284,6 +294,7 @@ def run_search_bench(
         result["vector_search_ms_p50_no_filter"] = round(statistics.median(vec_all), 2)
         result["keyword_search_ms_p50"] = round(statistics.median(kw), 2)
         result["corpus"] = corpus.source
+        result["corpus_kind"] = corpus.kind
         result["vectors"] = (
             f"{embedder.model_id} vectors of the {len(corpus.turns)} distinct turns, each copy "
             "with a little noise"
