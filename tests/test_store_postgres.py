@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -310,6 +311,7 @@ def test_sigkill_of_the_server_loses_no_acknowledged_write(tmp_path: object) -> 
     base = Path(str(tmp_path))
     acks, stop = base / "acks.tsv", base / "stop"
     server = EmbeddedPostgres(fsync=True)  # a server of its own: the shared one must not die
+    bin_dir = server.bin
     try:
         server.start()
         url = server.create_database("crash")
@@ -352,6 +354,9 @@ def test_sigkill_of_the_server_loses_no_acknowledged_write(tmp_path: object) -> 
             store.close()
     finally:
         server.cleanup()
+    # Nothing is left behind: the data, and as root the server account's copy of the binaries.
+    assert not server.base.exists()
+    assert bin_dir.is_dir() == (os.geteuid() != 0), bin_dir
 
 
 def test_api_keys_live_in_postgres(fresh_pg_store: PostgresStore) -> None:

