@@ -87,7 +87,7 @@ STOPWORDS_DE: frozenset[str] = frozenset(
     wollen wollte würde würden zu zum zur zwar zwischen ganz gerne gern mal halt eigentlich
     wirklich okay hallo danke bitte genau klar toll super kommen kommt komme gehen geht gehe
     machen macht mache planen plant plane finden findet finde sagen sagt sage glaube glaubt
-    heute morgen gestern seid euch
+    heute morgen gestern seid euch ok
     """.split()
 )
 
@@ -153,7 +153,9 @@ def detect_language(text: str, default: Language = "en") -> Language:
     if len([w for w in words(text) if not w.isdigit()]) == 0:
         return default
     label, prob = language_scores(text.strip()[:2000])
-    if prob >= MIN_CONFIDENCE:
+    # Two words ("ok, los") are thin evidence for character n-grams: the conversation's
+    # language stands unless the model is sure.
+    if prob >= (MIN_CONFIDENCE if len(words(text)) > 2 else 0.95):
         return label
     # Too short for character n-grams ("it", "yes"): function words of one language decide.
     found = words(text)

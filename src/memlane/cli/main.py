@@ -20,7 +20,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-eval_app = typer.Typer(help="Evaluate retrieval and summaries on LoCoMo conversations.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluate retrieval and summaries on LoCoMo, and the EN/DE language understanding.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks: write path, search, store, server load.")
 app.add_typer(eval_app, name="eval")
 app.add_typer(bench_app, name="bench")
@@ -61,6 +61,21 @@ def _eval_summaries(
     from memlane.eval.summaries import run_summaries_eval
 
     print(run_summaries_eval(files, as_json))
+
+
+@eval_app.command("references")
+def _eval_references(
+    file: Path | None = typer.Argument(
+        None, help="JSONL of labelled cases (default: memlane's EN/DE dev set)."
+    ),
+    split: str = typer.Option("all", "--split", help="dev (tuned on), held (not tuned on) or all."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    misses: bool = typer.Option(False, "--misses", help="List the cases it got wrong."),
+) -> None:
+    """Reference resolution: accuracy, clarification precision/recall, false positives, per category and language."""
+    from memlane.cli.language import print_references_eval
+
+    print_references_eval(file, split, as_json, misses)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -185,7 +185,7 @@ def is_instruction_de(sentence: str) -> bool:
     "Das System neu starten.", "Die Logs prüfen." (no subject, no finite verb, ends in a
     lower-case infinitive; nouns are capitalised, so "Etwa 10 Minuten." is no instruction)."""
     text = sentence.strip()
-    if not text or text.endswith("?"):
+    if not text or text.endswith(("?", ":")):  # a question, or the heading of a list
         return False
     raw = surface_words(text)
     if not 2 <= len(raw) <= 8:

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from memlane.errors import InvalidInputError
+from memlane.language import stem
 from memlane.models import JSON, Message
+from memlane.state import antecedents as ante
 from memlane.state import language as lang
 from memlane.state.tracker import extract_job_refs, get_state
 
@@ -239,7 +241,10 @@ _REF_DE = re.compile(
     _I,
 )
 _SAID = re.compile(
-    r"\b(?:what\s+you\s+(?:just\s+)?(?:said|suggested|mentioned|wrote|proposed|recommended)|"
+    r"\b(?:what\s+did\s+you\s+(?:just\s+)?(?:say|suggest|mention|write|propose|recommend)|"
+    r"was\s+hast\s+du\b(?:\s+[\w-]+){0,4}?\s+(?:gesagt|vorgeschlagen|geschrieben|erwähnt)|"
+    r"was\s+du\b(?:\s+[\w-]+){1,4}?\s+(?:gesagt|vorgeschlagen|geschrieben|erwähnt)(?:\s+hast)?|"
+    r"what\s+you\s+(?:just\s+)?(?:said|suggested|mentioned|wrote|proposed|recommended)|"
     r"(?:as|like)\s+you\s+(?:said|suggested)|you\s+(?:just\s+)?(?:said|mentioned)|"
     r"was\s+(?:du|sie)\s+(?:gerade\s+|eben\s+)?(?:gesagt|vorgeschlagen|geschrieben|erwähnt)"
     r"(?:\s+(?:hast|haben))?|wie\s+(?:du|sie)\s+(?:gesagt|vorgeschlagen))\b",
@@ -260,12 +265,16 @@ _SELECT = re.compile(
 _NAMED_ID = re.compile(r"\s*[-#]?\s*\d")
 _TASK_NOUNS = frozenset("task job ticket issue aufgabe auftrag vorgang".split())
 _COMMAND_NOUNS = frozenset("command befehl kommando".split())
+_TOOL_NOUNS = frozenset("tool werkzeug".split())
 _DEMONSTRATIVE_EN = re.compile(r"\b(that|this|these|those)\s+([a-z][\w-]*)", _I)
 _DEMONSTRATIVE_DE = re.compile(
     r"\b(diese[nmrs]?|dieses|jene[nmrs]?)\s+([A-ZÄÖÜ][\wäöüß-]*)", re.UNICODE
 )
 _DEFINITE_TASK = re.compile(
-    r"\b(?:the\s+(?:task|job|ticket)|(?:die|der|den|dem)\s+(?:aufgabe|auftrag|job|ticket))\b", _I
+    r"\b(?:the\s+(?:task|job|ticket)|(?:die|der|den|dem)\s+(?:aufgabe|auftrag|job|ticket))\b|"
+    # "the command", "the update command", "den Update-Befehl", "das Tool"
+    r"\b(?:the|that|this)\s+(?:[\w-]+\s+)?(?:command|tool)\b|"
+    r"\b(?:den|dem|der|das|diesen|dieses)\s+(?:[\w-]+-)?(?:befehl|kommando|tool|werkzeug)\b", _I
 )
 # Words after "that"/"this" that show it is the pronoun itself, not "that <noun>".
 _NOT_NOUN = frozenset(
@@ -307,20 +316,54 @@ _EXPLETIVE_EN = re.compile(
     r"necessary|hard|easy|true|nice|great|good|fine|okay|ok)\b|"
     r"\bit\s+(?:seems|looks|depends|turns\s+out|appears|rains)\b|"
     r"\bhow(?:'s|\s+is|\s+was)\s+it\s+going\b|\bis\s+it\s+(?:possible|ok|okay|safe|true|"
-    r"necessary|normal|worth)\b|\bmake\s+it\s+(?:to|happen)\b",
+    r"necessary|normal|worth)\b|\bmake\s+it\s+(?:to|happen)\b|"
+    # weather and clock time have no referent: "is it raining", "what time is it"
+    r"\bit\s+(?:\w+\s+)?(?:rain|snow|hail|drizzl|thunder|freez)\w*|\btime\s+is\s+it\b|"
+    # a placeholder for a clause that follows: "it is important to back up"
+    r"\bit(?:'s|\s+is|\s+was)\s+\w+\s+(?:to|that)\b",
     _I,
 )
 _EXPLETIVE_DE = re.compile(
     r"\bes\s+(?:gibt|geht|regnet|schneit|tut\s+mir\s+leid|sei\s+denn|kommt\s+darauf\s+an)\b|"
-    r"\b(?:gibt|geht|ging|gab)\s+es\b|\bwie\s+geht'?s\b",
+    r"\b(?:gibt|geht|ging|gab)\s+es\b|\bwie\s+geht'?s\b|"
+    # weather, clock time and temperature: "regnet es", "wie spät ist es", "es ist kalt"
+    r"\b(?:regnet|schneit|hagelt|donnert|blitzt|nieselt|friert)\s+es\b|\bspät\s+ist\s+es\b|"
+    r"\b(?:es\s+ist|ist\s+es)\s+(?:so\s+|sehr\s+|zu\s+)?(?:kalt|warm|heiß|kühl|dunkel|hell|spät|früh)\b|"
+    # a placeholder for a clause that follows: "es ist wichtig, ... zu", "kommt es vor, dass"
+    r"\bes\b[^.?!]*,\s*(?:dass|zu|wenn|ob)\b|\bes\b[^.?!,]*\bvor,?\s+dass\b|"
+    r"^\W*es\s+ist\s+[a-zäöüß]+\s*,",
     _I,
 )
 _PRONOUN_RE = re.compile(
-    r"\b(it|that(?:'s)?|this|them|these|those|the\s+same(?:\s+thing)?|"
-    r"es|das|dies|dieses|diese|ihn|dasselbe|das\s+gleiche|selbiges)\b",
+    r"\b(it|that(?:'s)?|this|them|they|these|those|the\s+same(?:\s+thing)?|she|her|he|him|"
+    r"es|das|dies|dieses|diese|ihn|ihm|ihr|sie|er|dasselbe|das\s+gleiche|selbiges)\b",
     _I,
 )
-_PLURAL = frozenset({"them", "these", "those"})
+_PLURAL = frozenset({"them", "they", "these", "those"})
+_COPULA = frozenset("is was are were isn't wasn't aren't weren't".split())
+#: Personal pronouns that may stand for a person, with the gender they ask for.
+_PERSONAL = {"she": "f", "her": "f", "he": "m", "him": "m", "sie": "f", "ihr": "f", "er": "m", "ihn": "m", "ihm": "m"}
+_GERMAN_PERSONAL = frozenset({"sie", "ihr", "er", "ihn", "ihm", "es"})
+# "there"/"dort"/"da" point to a place, "then"/"damals" to a time. Existential "there is" and
+# the conjunction "da" (a clause's first word: "Da es regnet, ...") do not.
+_PLACE_REF = re.compile(
+    r"\bthere\b(?!\s*(?:is|are|was|were|'s|'re|will|must|might|may|seems?|should|could|has|have)\b)"
+    r"|(?<=\w\s)\b(?:dort|da)\b(?!\s*,)|\bdort\b",
+    _I,
+)
+_TIME_REF = re.compile(
+    r"\b(?:at\s+that\s+time|back\s+then|damals|zu\s+dem\s+zeitpunkt|zu\s+der\s+zeit)\b"
+    r"|\bthen\b(?=\s*(?:too|as\s+well)?\s*[?.!]*\s*$)",
+    _I,
+)
+# A fragment that only names a new object or place for the last action: "now for /var",
+# "und für Anna auch", "same for /tmp", "and now on the staging server".
+_FRAGMENT = re.compile(
+    r"^\W*(?:(?:and|now|also|then|ok(?:ay)?|und|jetzt|nun|auch|dann|bitte)\W+)*"
+    r"(?:(?:the\s+)?same(?:\s+thing)?|dasselbe|das\s+gleiche|genauso)?\s*"
+    r"(?:for|on|in|with|at|für|auf|mit|bei|im)\b",
+    _I,
+)
 _CONJUNCTIONS = frozenset("and then but or und dann aber oder sowie".split())
 _GENERIC = frozenset(
     "do does did done doing run running make again please can could would you me mach mache "
@@ -355,12 +398,25 @@ def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
     start, end = m.span(1)
     after, second = _next_words(query, end)
     low_after = after.lower()
-    window = query[max(0, start - 8): end + 30]
+    window = query  # one utterance: "wie spät ist es" needs the words before "es"
     if word == "it" and _EXPLETIVE_EN.search(window):
         return False
     if word == "es" and _EXPLETIVE_DE.search(window):
         return False
-    if word in ("that", "this", "these", "those") and after and low_after not in _NOT_NOUN:
+    if word in ("sie", "ihr", "ihnen") and m.group(1)[0].isupper() and query[:start].strip() \
+            and not re.search(r"[.!?:]\s*$", query[:start]):
+        return False  # formal address mid-sentence: "Können Sie mir helfen?"
+    if word == "ihr" and (after[:1].isupper() or _prev_word(query, start).endswith("t")):
+        return False  # a possessive ("ihr Auto") or "you" plural ("habt ihr")
+    if word == "her" and after and after.lower() not in _NOT_NOUN and after.isalpha() \
+            and after.lower() not in ("on", "to", "for", "about", "a", "the", "that", "again"):
+        return False  # a possessive: "her first day"
+    if re.match(r"^\W*[\w.-]+(?:\s+[\w.-]+)?\s*:", query) and query.index(":") < start:
+        return False  # "Logrotate: how does it work?" - the query names what "it" is
+    at_end = bool(re.match(r"\s*[\w'’-]+\s*[?.!]*\s*$", query[end:])) \
+        and _prev_word(query, start) in _COPULA
+    if word in ("that", "this", "these", "those") and after and low_after not in _NOT_NOUN \
+            and not at_end:
         return False  # "that file" (an entity), "that we" (a conjunction), "this morning"
     if word == "that" and _prev_word(query, start) in _THAT_CONJ_BEFORE:
         return False  # "I think that's ..." reads as a statement, not a pointer
@@ -406,8 +462,11 @@ def detect_references(query: str) -> list[Reference]:
                 continue
             if m.group(1).lower() == "that" and _prev_word(query, m.start()) in _THAT_CONJ_BEFORE:
                 continue
-            if _NAMED_ID.match(query, m.end()):
-                continue
+            if _NAMED_ID.match(query, m.end()) or query[m.end():m.end() + 1] in ("'", "’"):
+                continue  # "this doesn't": a contraction, not "this <noun>"
+            if rx is _DEMONSTRATIVE_EN and re.match(r"\s*[?.!]*\s*$", query[m.end():]) \
+                    and _prev_word(query, m.start()) in _COPULA:
+                continue  # "is that safe?": the pronoun and a predicate, not "that <noun>"
             end = m.end()
             if rx is _DEMONSTRATIVE_EN and _adjective(noun):
                 # "these vulnerable moments": the noun is the next word.
@@ -416,6 +475,12 @@ def detect_references(query: str) -> list[Reference]:
                     continue
                 end += nxt.end()
             add(query[m.start():end], "entity", m.start(), end)
+    for rx, kind in ((_PLACE_REF, "place"), (_TIME_REF, "time")):
+        for m in rx.finditer(query):
+            add(m.group(0), kind, m.start(), m.end())
+    fragment = _FRAGMENT.match(query)
+    if fragment is not None and len(lang.words(query)) <= 8 and not found:
+        add(fragment.group(0).strip(), "repeat", fragment.start(), fragment.end())
     for m in _PRONOUN_RE.finditer(query):
         if _pronoun_ok(query, m):
             add(m.group(1), "pronoun", m.start(1), m.end(1))
@@ -536,7 +601,7 @@ def _candidates(history: Sequence[Message], extra_jobs: Sequence[str]) -> list[C
             for cand in _message_candidates(msg, distance):
                 if not any(c.target == cand.target for c in found):
                     found.append(cand)
-        if not found:
+        if not found and lang.infer_intent(turn[0].content) != "smalltalk":
             # No concrete referent: the turn itself, named by the user's request.
             first = turn[0]
             sentence = next(iter(lang.sentences(first.content)), first.content)
@@ -604,7 +669,8 @@ def _ambiguous(ref: Reference, cands: list[Candidate], confidence: float = 0.3) 
     ref.confidence = confidence
 
 
-def _resolve_reply(ref: Reference, history: Sequence[Message]) -> None:
+def _resolve_reply(ref: Reference, history: Sequence[Message], cands: Sequence[Candidate] = (),
+                   query: str = "") -> None:
     """Confirmations and negations react to the assistant's last message."""
     msg = _last_assistant(history)
     if msg is None:
@@ -612,6 +678,17 @@ def _resolve_reply(ref: Reference, history: Sequence[Message]) -> None:
         return
     what, text = _focus(msg)
     snippet = _snip(text)
+    options = [c for c in cands if c.in_list and c.message_id == msg.id]
+    if ref.kind == "confirmation" and what == "question" and len(options) >= 2:
+        # "Which do you prefer?" - "ok": a yes to a choice is no choice. A word of the
+        # query that names one option ("ok, restart") picks it; otherwise ask.
+        chosen = _qualified(options, query, ref)
+        if len(chosen) == 1:
+            c = chosen[0]
+            _set(ref, c.target, c.message_id, c.message_text, 0.8, f"User chooses: {_snip(c.target)}")
+        else:
+            _ambiguous(ref, options)
+        return
     if ref.kind == "negation":
         _set(ref, text, msg.id, msg.content, 0.85, f"User rejects the previous {what}: {snippet}")
     elif _CONTINUE.search(ref.text):
@@ -627,7 +704,8 @@ def _nearest(cands: list[Candidate]) -> list[Candidate]:
     return [c for c in cands if c.distance == nearest]
 
 
-def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candidate]) -> None:
+def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candidate],
+                   query: str = "") -> None:
     """'your suggestion', 'the previous answer', 'what you said', 'deinen Vorschlag'."""
     m = _REF_EN.search(ref.text) or _REF_DE.search(ref.text)
     noun = m.group(1).lower() if m else ""
@@ -648,8 +726,9 @@ def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candi
     elif what in ("suggestion", "command"):
         matching = [c for c in mine if (c.suggested or c.kind in ("suggestion", "item"))] \
             if what == "suggestion" else [c for c in mine if c.kind == "command"]
+        matching = _qualified(matching, query, ref) or matching
         if matching:
-            same = _nearest(matching)
+            same = _one_plan(_nearest(matching))
             if len(same) > 1:
                 _ambiguous(ref, same)
                 return
@@ -662,7 +741,7 @@ def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candi
                 description = f"'{ref.text}' is the command `{c.target}`"
             _set(ref, c.target, c.message_id, c.message_text, confidence, description)
             return
-    msg = _last_assistant(history)
+    msg = _about(history, query, ref) or _last_assistant(history)
     if msg is None:
         ref.confidence = 0.1
         return
@@ -685,9 +764,16 @@ def _resolve_selection(ref: Reference, history: Sequence[Message]) -> None:
         _set(ref, item, msg.id, msg.content, 0.9, f"Option {index} was: {_snip(item)}")
 
 
-def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Candidate]) -> None:
+def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Candidate],
+                    query: str = "") -> None:
     words = lang.words(ref.text)
-    noun = words[-1] if words else ""
+    noun = words[-1].split("-")[-1] if words else ""  # "Update-Befehl" is a Befehl
+    if noun in _TOOL_NOUNS:
+        actions = [c for c in cands if c.kind == "action"]
+        if actions:
+            c = _nearest(actions)[0]
+            _set(ref, c.target, c.message_id, c.message_text, 0.85, f"'{ref.text}' is {c.describe()}")
+            return
     if noun in _TASK_NOUNS:
         jobs = [c for c in cands if c.kind == "job"]
         if jobs:
@@ -701,7 +787,7 @@ def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Cand
                  f"'{ref.text}' is {c.target}")
             return
     if noun in _COMMAND_NOUNS:
-        _resolve_named(ref, history, cands)
+        _resolve_named(ref, history, cands, query)
         return
     # Five letters let inflections meet ("Datei"/"Dateien", "agency"/"agencies");
     # a shorter noun must match whole ("pic" is not "pick").
@@ -721,9 +807,132 @@ def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Cand
     ref.confidence = 0.4  # a descriptive phrase still reads fine unresolved
 
 
+_SEQUENCE = re.compile(r"\b(?:and\s+then|then|afterwards|after\s+that|und\s+dann|dann|danach|anschließend)\b", _I)
+
+
+def _one_plan(cands: list[Candidate]) -> list[Candidate]:
+    """Commands of one suggested sequence ("create it with A and then set a password with B")
+    are one plan, not a choice: they collapse into their sentence."""
+    sentences_ = {c.sentence for c in cands}
+    if len(cands) > 1 and len(sentences_) == 1:
+        sentence = cands[0].sentence
+        if _SEQUENCE.search(sentence) and any(c.suggested for c in cands):
+            plan = replace(cands[0], kind="suggestion", target=sentence)
+            return [plan]
+    return cands
+
+
+def _qualifiers(query: str, ref: Reference) -> set[str]:
+    """Stems of the query's telling words (what a reference is "about"), hyphen parts too."""
+    rest = query  # "the update command", "was hast du über den Neustart gesagt": all of it
+    lng = lang.detect_language(query)
+    out: set[str] = set()
+    for w in lang.words(rest):
+        for part in {w, *w.split("-")}:
+            if len(part) > 2 and part not in _GENERIC and part not in lang.QUESTION_WORDS \
+                    and part not in _QUALIFIER_NOISE:
+                out.add(stem(part, lng)[:6])
+    return out
+
+
+_QUALIFIER_NOISE = frozenset(
+    "said say says suggested mentioned wrote before earlier again repeat about über zum zur "
+    "gesagt vorhin eben gerade nochmal hast your deine deinen answer antwort".split()
+)
+
+
+def _text_stems(text: str) -> set[str]:
+    lng = lang.detect_language(text)
+    return {stem(p, lng)[:6] for w in lang.words(text) for p in {w, *w.split("-")} if len(p) > 2}
+
+
+def _qualified(cands: list[Candidate], query: str, ref: Reference) -> list[Candidate]:
+    """The candidates that share the most qualifying words with the query ("the update command")."""
+    want = _qualifiers(query, ref)
+    if not want:
+        return []
+    # A list item is judged by its own line: the message around it holds the other options too.
+    scored = [(len(want & _text_stems((c.sentence if c.in_list else c.message_text) + " " + c.target)), c)
+              for c in cands]
+    best = max((n for n, _ in scored), default=0)
+    return [c for n, c in scored if n == best] if best else []
+
+
+def _about(history: Sequence[Message], query: str, ref: Reference) -> Message | None:
+    """"What you said about rebooting": the assistant answer of the turn that best matches
+    what the query says it is about (the user's question counts for its answer)."""
+    want = _qualifiers(query, ref)
+    if not want:
+        return None
+    best: tuple[int, Message] | None = None
+    asked = ""
+    for msg in history:
+        if msg.role == "user":
+            asked = msg.content
+        elif msg.role == "assistant" and msg.content.strip():
+            overlap = len(want & _text_stems(asked + " " + msg.content))
+            if overlap and (best is None or overlap >= best[0]):
+                best = (overlap, msg)
+    return best[1] if best else None
+
+
+def _resolve_place_or_time(ref: Reference, history: Sequence[Message]) -> None:
+    found = ante.find_place(history) if ref.kind == "place" else ante.find_time(history)
+    if found is None:
+        ref.confidence = 0.3
+        return
+    _set(ref, found.text, found.message.id, found.message.content, 0.8,
+         f"'{ref.text}' refers to {found.text} ({_snip(found.sentence, 100)})")
+
+
+def _actionable(cands: list[Candidate]) -> list[Candidate]:
+    """What the assistant offered or did, nearest first: commands, tool calls, suggestions."""
+    return [c for c in cands if c.role == "assistant" and c.message_id is not None
+            and (c.kind in ("command", "action") or c.suggested or c.kind == "suggestion")]
+
+
+def _resolve_repeat(ref: Reference, cands: list[Candidate]) -> None:
+    """"now for /var": the last action again, with what the fragment names."""
+    acts = _actionable(cands)
+    if not acts:
+        ref.confidence = 0.3
+        return
+    same = _one_plan(_nearest(acts))
+    commands = [c for c in same if c.kind in ("command", "action")]
+    same = commands or same
+    if len(same) > 1:
+        _ambiguous(ref, same)
+        return
+    c = same[0]
+    _set(ref, c.target, c.message_id, c.message_text, 0.75,
+         f"Repeat {c.describe()} with: {ref.text}")
+
+
+def _agreeing(ref: Reference, history: Sequence[Message]) -> tuple[str, Message] | None:
+    """German: the newest noun phrase of the last assistant turn whose article agrees with
+    the pronoun ("sie" -> "eine PostgreSQL-Datenbank", "ihn" -> "den Raspberry Pi 5")."""
+    for msg in reversed(history):
+        if msg.role == "user":
+            return None
+        if msg.role == "assistant" and msg.content.strip():
+            found = ante.gender_of(msg.content, ref.text)
+            if found is not None:
+                return found, msg
+    return None
+
+
 def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
                      cands: list[Candidate], resolved: list[Reference]) -> None:
-    plural = ref.text.lower() in _PLURAL
+    word = ref.text.lower()
+    plural = word in _PLURAL
+    if word in _PERSONAL:
+        person = ante.find_person(history, _PERSONAL[word])
+        if person is not None:
+            _set(ref, person.text, person.message.id, person.message.content, 0.8,
+                 f"'{ref.text}' refers to {person.text} ({person.sentence})")
+            return
+    if word == "sie" and any(c.in_list and c.distance == 0 for c in cands):
+        plural = True  # "Starte sie neu" after a list: sie is plural
     anchor = next((r for r in resolved if r.target is not None), None)
     if anchor is not None and not plural:
         # "yes, do it" / "ja, setz das um": the pronoun is what the rest of the query names.
@@ -736,6 +945,12 @@ def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
         if what == "offer":  # "Shall I restart nginx?" - "do it"
             _set(ref, text, last.id, last.content, 0.8, f"'{ref.text}' refers to: {_snip(text)}")
             return
+    if word in _GERMAN_PERSONAL and not plural and anchor is None:
+        agreeing = _agreeing(ref, history)
+        if agreeing is not None:
+            noun, msg = agreeing
+            _set(ref, noun, msg.id, msg.content, 0.75, f"'{ref.text}' refers to {noun}")
+            return
     if not cands:
         ref.confidence = 0.1
         return
@@ -747,6 +962,12 @@ def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
                  f"'{ref.text}' refers to: {joined}")
             return
     ranked = _rank(cands, query, ref)
+    top = [c for c, _ in ranked if c.score >= AMBIGUITY_RATIO * ranked[0][0].score]
+    plan = _one_plan(_nearest(top)) if top else []
+    if len(plan) == 1 and plan[0].target not in {c.target for c in top}:
+        c = plan[0]  # the commands of one suggested sequence: that sequence
+        _set(ref, c.target, c.message_id, c.message_text, 0.75, f"'{ref.text}' refers to: {_snip(c.target)}")
+        return
     best, best_overlap = ranked[0]
     runner, runner_overlap = ranked[1] if len(ranked) > 1 else (None, 0)
     # Close in salience and no word in the query to tell them apart: ask, do not guess.
@@ -833,13 +1054,17 @@ def resolve(
     cands = _candidates(history, job_refs)
     for ref in refs:
         if ref.kind in ("confirmation", "negation"):
-            _resolve_reply(ref, history)
+            _resolve_reply(ref, history, cands, query)
         elif ref.kind == "reference":
-            _resolve_named(ref, history, cands)
+            _resolve_named(ref, history, cands, query)
         elif ref.kind == "selection":
             _resolve_selection(ref, history)
         elif ref.kind == "entity":
-            _resolve_entity(ref, history, cands)
+            _resolve_entity(ref, history, cands, query)
+        elif ref.kind in ("place", "time"):
+            _resolve_place_or_time(ref, history)
+        elif ref.kind == "repeat":
+            _resolve_repeat(ref, cands)
     _confirm_what_is_named(refs)
     named = [r for r in refs if r.kind != "pronoun" and r.target is not None]
     # A named reference ("deinen Vorschlag") outranks a reply cue ("ja") as the anchor.
@@ -866,7 +1091,11 @@ def resolve(
          if r.ambiguous),
         None,
     )
-    if unclear is None and not parts:
+    # With nothing to offer, only a request or a question needs asking back ("delete it");
+    # "that is all for today" does not.
+    if unclear is None and not parts and (
+        any(c.offerable for c in cands) or lang.infer_intent(query) in ("command", "question")
+    ):
         unclear = next((r for r in refs if r.kind == "pronoun" and r.target is None), None)
     if unclear is not None:
         clarification, options = _clarification(unclear, lng)

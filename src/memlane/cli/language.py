@@ -1,0 +1,38 @@
+"""Output of the language evaluations (``memlane eval references|topics|crosslingual``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from memlane.cli.common import console
+
+_SHORT = {"clarification_precision": "ask P", "clarification_recall": "ask R", "false_positive_rate": "FP rate"}
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def print_references_eval(file: Path | None, split: str, as_json: bool, misses: bool) -> None:
+    from memlane.eval.references import run_references_eval, table_rows
+
+    result = run_references_eval(file, split)
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    cols = ["cases", "accuracy", "clarification_precision", "clarification_recall", "false_positive_rate"]
+    table = Table(title=f"Reference resolution ({split})")
+    table.add_column("", no_wrap=True, min_width=30)
+    for c in cols:
+        table.add_column(_SHORT.get(c, c), justify="right")
+    for name, fig in table_rows(result):
+        table.add_row(name, *(_fmt(fig[c]) for c in cols))
+    console.print(table, width=130)
+    if misses:
+        for m in result["misses"]:
+            console.print(f"{m['id']} ({m['split']}) {m['query']!r}: expected {m['expected']} "
+                          f"{m['want']}, did {m['did']}: {m['got']!r}", highlight=False, markup=False, width=400)

@@ -1,0 +1,154 @@
+"""What a pronoun, a "there"/"dort" or a "then"/"damals" points back to, English and German.
+
+The reference resolver (``state/references.py``) finds the words that refer back; this
+module finds their antecedents when they are not a command or a suggestion of the
+assistant but a thing named in the conversation:
+
+* places for "there", "dort", "da": the last name after a place preposition ("in Berlin",
+  "im Stadtkrankenhaus") or the name a sentence ends on ("The capital is Paris.");
+* times for "then", "at that time", "damals": the last calendar expression ("last Friday");
+* people for "she", "her", "er", "sie": a name after a kinship or role noun ("my sister Anna");
+* grammatical gender for German pronouns: "sie" wants a feminine noun ("eine
+  PostgreSQL-Datenbank"), "er"/"ihn"/"ihm" a masculine one ("den Raspberry Pi"), "es"
+  a neuter one ("das Skript backup.sh"), read off the article before the noun.
+
+Plain word classes (prepositions, articles, weekdays, kinship nouns), no model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memlane.language import STOPWORDS, sentences
+from memlane.models import Message
+
+__all__ = ["Antecedent", "find_person", "find_place", "find_time", "gender_of", "noun_genders"]
+
+_I = re.IGNORECASE | re.UNICODE
+_NAME = r"[A-ZÄÖÜ][\wäöüß.-]*(?:\s+[A-ZÄÖÜ0-9][\wäöüß.-]*){0,2}"
+_PLACE = re.compile(
+    r"\b(?:in|at|to|from|near|im|in\s+der|in\s+dem|nach|bei|beim|aus|am)\s+(?:the\s+)?(" + _NAME + r")",
+    re.UNICODE,
+)
+_PLACE_LOWER = re.compile(r"\b(?:at|in|to)\s+the\s+((?:[a-z]+\s+){0,2}[a-z]+)\b", re.UNICODE)
+_SENTENCE_END_NAME = re.compile(r"\b(?:is|are|was|ist|sind|war)\s+(" + _NAME + r")\s*[.!]?\s*$", re.UNICODE)
+_TIME = re.compile(
+    r"\b(?:(?:last|next|this|on|letzten|nächsten|diesen|am)\s+)?"
+    r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday|montag|dienstag|mittwoch|"
+    r"donnerstag|freitag|samstag|sonntag|yesterday|gestern|vorgestern|"
+    r"january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"januar|februar|märz|mai|juni|juli|oktober|dezember|"
+    r"\d{1,2}\.\s?\d{1,2}\.(?:\d{2,4})?|\d{4}-\d{2}-\d{2})\b"
+    r"|\b(?:last|letzte[nm]?|vorige[nm]?)\s+(?:week|month|year|woche|monat|jahr)\b",
+    _I,
+)
+_PERSON = re.compile(
+    r"\b(sister|mother|mom|mum|daughter|wife|girlfriend|aunt|grandmother|niece|"
+    r"brother|father|dad|son|husband|boyfriend|uncle|grandfather|nephew|friend|colleague|boss|"
+    r"schwester|mutter|tochter|frau|freundin|tante|oma|großmutter|nichte|kollegin|chefin|"
+    r"bruder|vater|sohn|mann|freund|onkel|opa|großvater|neffe|kollege|chef)\s+([A-ZÄÖÜ][a-zäöüß]+)",
+    _I,
+)
+_FEMALE = frozenset(
+    "sister mother mom mum daughter wife girlfriend aunt grandmother niece schwester mutter "
+    "tochter frau freundin tante oma großmutter nichte kollegin chefin".split()
+)
+_MALE = frozenset(
+    "brother father dad son husband boyfriend uncle grandfather nephew bruder vater sohn mann "
+    "freund onkel opa großvater neffe kollege chef".split()
+)
+#: German articles and what they say about the noun after them (nominative, accusative, dative).
+_ARTICLE_GENDER = {
+    "der": "m", "den": "m", "einen": "m", "dieser": "m", "diesen": "m", "ein": "mn", "dem": "mn",
+    "einem": "mn", "die": "f", "eine": "f", "einer": "f", "diese": "f", "das": "n", "dieses": "n",
+}
+_GERMAN_NP = re.compile(
+    r"\b((?i:der|den|dem|die|das|ein|eine|einen|einem|einer|dieser|diesen|diese|dieses))\s+"
+    r"(?:[a-zäöüß]+(?:e|en|er|es|em)\s+)?([A-ZÄÖÜ][\wäöüß-]*(?:\s+[A-Za-z0-9][\w.-]*)?)",
+    re.UNICODE,
+)
+_DATIVE_PREPS = frozenset("mit von zu bei aus nach seit gegenüber in an auf unter über vor hinter neben zwischen".split())
+#: What a German pronoun agrees with: "f" feminine, "m" masculine, "n" neuter.
+PRONOUN_GENDER = {"sie": "f", "ihr": "f", "er": "m", "ihn": "m", "ihm": "mn", "es": "n", "der": "m"}
+
+
+@dataclass(slots=True)
+class Antecedent:
+    text: str  # the place, time, person or noun phrase
+    message: Message
+    sentence: str
+
+
+def _recent(history: Sequence[Message], turns: int = 3) -> list[Message]:
+    """The newest messages first, up to ``turns`` user messages back (tool output left out)."""
+    out: list[Message] = []
+    users = 0
+    for msg in reversed(history):
+        if msg.role not in ("user", "assistant") or not msg.content.strip():
+            continue
+        out.append(msg)
+        users += msg.role == "user"
+        if users >= turns:
+            break
+    return out
+
+
+def _last_match(history: Sequence[Message], finders: Sequence[re.Pattern[str]]) -> Antecedent | None:
+    for msg in _recent(history):
+        for sentence in reversed(sentences(msg.content)):
+            for rx in finders:
+                found = [m.group(1) for m in rx.finditer(sentence)]
+                found = [f for f in found if f.split()[0].lower() not in STOPWORDS]
+                if found:
+                    return Antecedent(found[-1].rstrip(".!?,"), msg, sentence)
+    return None
+
+
+def find_place(history: Sequence[Message]) -> Antecedent | None:
+    """The place "there"/"dort" points to: the newest place named."""
+    return _last_match(history, (_SENTENCE_END_NAME, _PLACE, _PLACE_LOWER))
+
+
+def find_time(history: Sequence[Message]) -> Antecedent | None:
+    """The time "then"/"damals" points to: the newest calendar expression."""
+    for msg in _recent(history):
+        for sentence in reversed(sentences(msg.content)):
+            found = list(_TIME.finditer(sentence))
+            if found:
+                return Antecedent(found[-1].group(0), msg, sentence)
+    return None
+
+
+def find_person(history: Sequence[Message], gender: str) -> Antecedent | None:
+    """The person "she"/"him"/"sie"/"ihn" points to: a name introduced by a kinship or role
+    noun of that gender ("my sister Anna"); ``gender`` is "f" or "m"."""
+    words = _FEMALE if gender == "f" else _MALE
+    for msg in _recent(history, turns=4):
+        for m in reversed(list(_PERSON.finditer(msg.content))):
+            if m.group(1).lower() in words:
+                return Antecedent(m.group(2), msg, m.group(0))
+    return None
+
+
+def noun_genders(text: str) -> list[tuple[str, str]]:
+    """German noun phrases of ``text`` with the genders their articles allow ("f", "mn", ...)."""
+    out: list[tuple[str, str]] = []
+    for m in _GERMAN_NP.finditer(text):
+        article = m.group(1).lower()
+        gender = _ARTICLE_GENDER[article]
+        before = text[: m.start()].split()
+        if article in ("der", "einer", "dieser") and before and before[-1].lower() in _DATIVE_PREPS:
+            gender = "f"  # "mit der Zeile": dative feminine, not a masculine subject
+        out.append((m.group(2), gender))
+    return out
+
+
+def gender_of(text: str, pronoun: str) -> str | None:
+    """The last noun phrase of ``text`` that agrees with the German ``pronoun``; None if none does."""
+    want = PRONOUN_GENDER.get(pronoun.lower())
+    if want is None:
+        return None
+    agreeing = [np for np, g in noun_genders(text) if set(want) & set(g)]
+    return agreeing[-1] if agreeing else None
