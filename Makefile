@@ -5,6 +5,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+TEST_STAMP := $(VENV)/.test-extras-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# The frameworks memlane.integrations.* plug into: only the tests need them, so make run stays lean.
+INTEGRATIONS := agents
 
 .PHONY: run test lint typecheck bench install clean browser
 
@@ -17,6 +20,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[$(INTEGRATIONS)]'
+	rm -f $(VENV)/.test-extras-*
+	touch $(TEST_STAMP)
+
 run: $(STAMP)
 	$(BIN)/memlane serve
 
@@ -25,7 +33,7 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
 		|| echo "skipping browser tests: chromium could not be installed (needs root and apt: apt-get install -y chromium)"
 
-test: $(STAMP) browser
+test: $(TEST_STAMP) browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
@@ -33,7 +41,7 @@ test: $(STAMP) browser
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
 # ChromaDB (the bench extra) only here, not in make test: it is large and only the search

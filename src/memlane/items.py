@@ -157,3 +157,21 @@ def read_item(item: Mapping[str, Any]) -> Reading:
         return Reading("assistant", _text_of(summary if summary else item.get("content")))
     # Hosted-tool calls and anything newer: kept opaque; any text they carry is searchable.
     return Reading(_role(item, "assistant"), _text_of(item.get("content")))
+
+
+def chat_to_responses(messages: Sequence[Mapping[str, Any]]) -> list[JSON]:
+    """OpenAI chat messages (a context packet) as Responses input items: calls become
+    ``function_call`` items, tool results ``function_call_output`` items."""
+    out: list[JSON] = []
+    for msg in messages:
+        role = msg.get("role")
+        if role == "tool":
+            out.append({"type": "function_call_output", "call_id": msg.get("tool_call_id"), "output": msg.get("content", "")})
+            continue
+        if msg.get("content"):
+            out.append({"role": role, "content": msg["content"]})
+        for call in msg.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            out.append({"type": "function_call", "call_id": call.get("id"), "name": fn.get("name", ""),
+                        "arguments": fn.get("arguments", "")})
+    return out
