@@ -72,7 +72,7 @@ def is_private(item: Mapping[str, Any] | None) -> bool:
     return item_type(item) in PRIVATE_TYPES
 
 
-def _text_of(value: object) -> str:
+def text_of(value: object) -> str:
     """The readable text of a content value: a string, or the text parts of a list."""
     if isinstance(value, str):
         return value
@@ -89,7 +89,7 @@ def _text_of(value: object) -> str:
             elif kind == "refusal" and isinstance(part.get("refusal"), str):
                 texts.append(part["refusal"])
             elif kind == "tool_result":
-                texts.append(_text_of(part.get("content")))
+                texts.append(text_of(part.get("content")))
     return "\n".join(t for t in texts if t)
 
 
@@ -117,7 +117,7 @@ def _read_message(item: Mapping[str, Any]) -> Reading:
     blocks = [p for p in content if isinstance(p, Mapping)] if isinstance(content, list) else []
     calls = [_call(b.get("id"), b.get("name"), b.get("input", {})) for b in blocks if b.get("type") == "tool_use"]
     results = [b for b in blocks if b.get("type") == "tool_result"]
-    text = _text_of([b for b in blocks if b.get("type") != "tool_result"] if blocks else content)
+    text = text_of([b for b in blocks if b.get("type") != "tool_result"] if blocks else content)
     chat_calls = item.get("tool_calls")
     if isinstance(chat_calls, list) and chat_calls:  # a chat message with parts and calls
         calls = [dict(c) for c in chat_calls if isinstance(c, Mapping)]
@@ -125,9 +125,9 @@ def _read_message(item: Mapping[str, Any]) -> Reading:
     if len(results) == 1 and not text:
         # Anthropic answers a tool call in a user turn: read as the chat tool message.
         result = results[0]
-        return Reading("tool", _text_of(result.get("content")), tool_call_id=str(result.get("tool_use_id") or ""))
+        return Reading("tool", text_of(result.get("content")), tool_call_id=str(result.get("tool_use_id") or ""))
     if results:  # several results in one turn: their text, not linked to the calls
-        text = "\n".join(t for t in [text, *(_text_of(r.get("content")) for r in results)] if t)
+        text = "\n".join(t for t in [text, *(text_of(r.get("content")) for r in results)] if t)
     name = item.get("name")
     return Reading(
         role,
@@ -151,12 +151,12 @@ def read_item(item: Mapping[str, Any]) -> Reading:
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidInputError("a function_call_output item needs 'call_id' naming the call it answers")
-        return Reading("tool", _text_of(item.get("output")), tool_call_id=call_id)
+        return Reading("tool", text_of(item.get("output")), tool_call_id=call_id)
     if kind in PRIVATE_TYPES:
         summary = item.get("summary")
-        return Reading("assistant", _text_of(summary if summary else item.get("content")))
+        return Reading("assistant", text_of(summary if summary else item.get("content")))
     # Hosted-tool calls and anything newer: kept opaque; any text they carry is searchable.
-    return Reading(_role(item, "assistant"), _text_of(item.get("content")))
+    return Reading(_role(item, "assistant"), text_of(item.get("content")))
 
 
 def chat_to_responses(messages: Sequence[Mapping[str, Any]]) -> list[JSON]:
