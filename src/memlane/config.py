@@ -58,7 +58,7 @@ class Settings(BaseModel):
     session_idle_timeout_minutes: float = Field(60.0, gt=0)
     max_active_sessions_per_user: int = Field(10, ge=1)
     split_on_topic_change: bool = False
-    topic_change_threshold: float = Field(0.15, ge=0.0, le=1.0)
+    topic_change_threshold: float = Field(0.35, ge=0.0, le=1.0)  # state/topic_shift.DEFAULT_THRESHOLD
     # context packet sections in priority order (None: the engine's default order); a
     # comma-separated string works too, so MEMLANE_CONTEXT_PRIORITIES=recent,notes does
     context_priorities: list[str] | None = None

@@ -36,3 +36,19 @@ def print_references_eval(file: Path | None, split: str, as_json: bool, misses: 
         for m in result["misses"]:
             console.print(f"{m['id']} ({m['split']}) {m['query']!r}: expected {m['expected']} "
                           f"{m['want']}, did {m['did']}: {m['got']!r}", highlight=False, markup=False, width=400)
+
+
+def print_topics_eval(file: Path | None, embedder: str, threshold: float, as_json: bool) -> None:
+    from memlane.eval.topics import run_topics_eval
+
+    result = run_topics_eval(file, embedder=embedder, threshold=threshold)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"Topic changes (embedder {embedder}, threshold {threshold})")
+    for col in ("detector", "group", "switch", "cont.", "P", "R", "F1"):
+        table.add_column(col, no_wrap=True, justify="left" if col in ("detector", "group") else "right")
+    for method, groups in result["figures"].items():
+        for name, fig in groups.items():
+            table.add_row(method, name, *(_fmt(fig[c]) for c in ("switches", "continuations", "precision", "recall", "f1")))
+    console.print(table)

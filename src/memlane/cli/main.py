@@ -78,6 +78,21 @@ def _eval_references(
     print_references_eval(file, split, as_json, misses)
 
 
+@eval_app.command("topics")
+def _eval_topics(
+    file: Path | None = typer.Argument(
+        None, help="JSONL of labelled conversations (default: memlane's EN/DE set)."
+    ),
+    embedder: str = typer.Option("minilm", "--embedder", help="Embedder spec, or none for stems only."),
+    threshold: float = typer.Option(0.35, "--threshold", min=0.0, max=1.0, help="Cosine threshold."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Topic-change detection: precision/recall of the switches, per language and split."""
+    from memlane.cli.language import print_topics_eval
+
+    print_topics_eval(file, embedder, threshold, as_json)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning memlane errors into one line and an exit code."""
     try:

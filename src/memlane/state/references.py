@@ -336,7 +336,9 @@ _EXPLETIVE_DE = re.compile(
 )
 _PRONOUN_RE = re.compile(
     r"\b(it|that(?:'s)?|this|them|they|these|those|the\s+same(?:\s+thing)?|she|her|he|him|"
-    r"es|das|dies|dieses|diese|ihn|ihm|ihr|sie|er|dasselbe|das\s+gleiche|selbiges)\b",
+    r"es|das|dies|dieses|diese|ihn|ihm|ihr|sie|er|dasselbe|das\s+gleiche|selbiges|"
+    # German pronominal adverbs point back like "it" with a preposition: "dafür" = "for it"
+    r"da(?:r)?(?:an|auf|aus|bei|durch|für|gegen|in|mit|nach|neben|über|um|unter|von|vor|zu|zwischen))\b",
     _I,
 )
 _PLURAL = frozenset({"them", "they", "these", "those"})

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from memlane.errors import InvalidInputError, SessionNotFoundError
 from memlane.models import Message, Session, SessionFilter, utcnow
 from memlane.state import language as lang
-from memlane.state.references import has_reference_cues
+from memlane.state.topic_shift import DEFAULT_THRESHOLD, is_topic_change
 from memlane.state.tracker import get_state, save_state
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class SessionManager:
         idle_timeout: timedelta = timedelta(hours=1),
         max_active_per_user: int = 10,
         split_on_topic_change: bool = False,
-        topic_change_threshold: float = 0.15,
+        topic_change_threshold: float = DEFAULT_THRESHOLD,
         topic_window: int = 6,
         expire_status: str = "paused",
         embedder: Embedder | None = None,
@@ -56,7 +56,7 @@ class SessionManager:
         self.idle_timeout = idle_timeout
         self.max_active_per_user = max_active_per_user
         self.split_on_topic_change = split_on_topic_change
-        #: Below this cosine similarity to every recent message, a query is a new topic.
+        #: Below this cosine to every recent message (and with no shared stem), a query is a new topic.
         self.topic_change_threshold = topic_change_threshold
         self.topic_window = topic_window
         self.expire_status = expire_status
@@ -182,25 +182,23 @@ class SessionManager:
     def detect_topic_change(self, query: str, session_id: str) -> bool:
         """Whether ``query`` moves away from everything recent in the session.
 
-        The query is embedded and compared with the last ``topic_window`` messages; a
-        best cosine similarity below ``topic_change_threshold`` is a change. A short
-        reply or one that refers back ("yes", "mach das nochmal") never is.
+        The query is compared with the last ``topic_window`` messages
+        (``state/topic_shift.py``): no shared content stem and, in English, a best cosine
+        below ``topic_change_threshold`` make a change. A short reply or one that refers
+        back ("yes", "mach das nochmal") never is. ``memlane eval topics`` measures it.
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
         if self.mem.store.get_session(session_id) is None:
             raise SessionNotFoundError(session_id)
-        if len(lang.words(query)) < 3 or has_reference_cues(query):
-            return False
         recent: list[Message] = [
             m for m in self.mem.store.recent_messages(session_id, self.topic_window)
             if m.role in ("user", "assistant") and m.content.strip()
         ]
-        if not recent:
-            return False
-        vectors = self.embedder.embed([query, *(m.content for m in recent)])
-        best = float((vectors[1:] @ vectors[0]).max())
-        return best < self.topic_change_threshold
+        texts = [m.content for m in reversed(recent)]
+        if not texts or len(lang.words(query)) < 3:
+            return False  # before the embedder loads: nothing to compare with
+        return is_topic_change(query, texts, self.embedder, self.topic_change_threshold)
 
     # ------------------------------------------------------------ observer
 

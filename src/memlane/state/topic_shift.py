@@ -1,0 +1,103 @@
+"""Whether a user message leaves the topic of the recent conversation (seed 004's session split).
+
+Two signals, each in the message's own language:
+
+* **shared stems** - Snowball stems of content words shared with the recent messages
+  (German compounds are also matched by their parts: "Apfelkuchen" meets "Kuchen");
+* **embedding similarity** - the best cosine to a recent message.
+
+A message is a change when it shares no content stem with the recent messages *and*,
+in a language the embedder understands, its best cosine is below ``threshold``. The embedding alone never fired in German (MiniLM is
+English-only, so any two German sentences look alike); the stems alone split on
+follow-ups that reword ("bake" -> "oven temperature"). ``memlane eval topics`` measures
+both and their combination on a labelled EN/DE set.
+
+A short reply or one that refers back ("yes", "mach das nochmal") is never a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memlane.language import STOPWORDS, Language, detect_language, stem, words
+
+if TYPE_CHECKING:
+    from memlane.search.embedders import Embedder
+
+__all__ = ["DEFAULT_THRESHOLD", "ShiftSignals", "content_stems", "is_topic_change", "shift_signals"]
+
+#: Below this best cosine to the recent messages (and with no shared stem) a message is a change.
+DEFAULT_THRESHOLD = 0.35
+#: Languages the default embedder (MiniLM) understands.
+EMBEDDING_LANGUAGES: tuple[str, ...] = ("en",)
+_MIN_PART = 4  # compound parts shorter than this are too unspecific to match on
+
+
+def content_stems(text: str, language: Language | None = None) -> set[str]:
+    """Stems of the content words of ``text``; German compounds add their tail parts."""
+    lng = language or detect_language(text)
+    out: set[str] = set()
+    for w in words(text):
+        if w in STOPWORDS or len(w) < 3 or w.isdigit():
+            continue
+        for part in {w, *w.split("-")}:
+            if len(part) >= 3:
+                out.add(stem(part, lng))
+    return out
+
+
+def _shares(query: set[str], window: set[str]) -> bool:
+    if query & window:
+        return True
+    # German compounds: "Apfelkuchen" and "Kuchen", "Druckerdüsen" and "Drucker".
+    return any(
+        len(a) > len(b) >= _MIN_PART + 1 and (a.endswith(b) or a.startswith(b))
+        for a in query for b in window
+    ) or any(
+        len(b) > len(a) >= _MIN_PART + 1 and (b.endswith(a) or b.startswith(a))
+        for a in query for b in window
+    )
+
+
+@dataclass(slots=True)
+class ShiftSignals:
+    shared_stems: bool
+    best_cosine: float
+
+
+def shift_signals(query: str, recent: Sequence[str], embedder: Embedder | None) -> ShiftSignals:
+    """Both signals for ``query`` against the ``recent`` message texts."""
+    lng = detect_language(query)
+    q = content_stems(query, lng)
+    window: set[str] = set()
+    for text in recent:
+        window |= content_stems(text, detect_language(text, default=lng))
+    best = 1.0
+    if embedder is not None and recent:
+        vectors = embedder.embed([query, *recent])
+        best = float((vectors[1:] @ vectors[0]).max())
+    return ShiftSignals(_shares(q, window), best)
+
+
+def is_topic_change(
+    query: str, recent: Sequence[str], embedder: Embedder | None,
+    threshold: float = DEFAULT_THRESHOLD, embedding_languages: Sequence[str] = EMBEDDING_LANGUAGES,
+) -> bool:
+    """Whether ``query`` leaves the topic of ``recent`` (oldest first); see the module doc.
+
+    The embedding only vetoes a change in ``embedding_languages``, the languages the
+    embedder was trained on: MiniLM (the default) is English-only, and any two German
+    sentences look alike to it, so in German the shared stems decide alone.
+    """
+    from memlane.state.references import has_reference_cues
+
+    if not recent or len(words(query)) < 3 or has_reference_cues(query):
+        return False
+    signals = shift_signals(query, recent, embedder)
+    if signals.shared_stems:
+        return False
+    if detect_language(query) not in embedding_languages:
+        return True
+    return signals.best_cosine < threshold

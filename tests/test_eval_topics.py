@@ -1,0 +1,72 @@
+"""`memlane eval topics` and the topic-change detector, English and German."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memlane.cli.main import main
+from memlane.errors import InvalidInputError
+from memlane.eval.topics import run_topics_eval
+from memlane.state.topic_shift import content_stems, is_topic_change
+
+_CONV = [
+    {"id": "de", "language": "de", "split": "dev", "turns": [
+        {"role": "user", "content": "Wie lange backe ich einen Apfelkuchen?"},
+        {"role": "assistant", "content": "Etwa 45 Minuten bei 180 Grad."},
+        {"role": "user", "content": "Welche Äpfel nehme ich für den Kuchen?", "switch": False},
+        {"role": "assistant", "content": "Boskoop oder Elstar."},
+        {"role": "user", "content": "Wer hat die letzte Fußball-WM gewonnen?", "switch": True},
+        {"role": "assistant", "content": "Argentinien."},
+        {"role": "user", "content": "Wie aktiviere ich die Firewall ufw unter Ubuntu?", "switch": True},
+    ]},
+    {"id": "en", "language": "en", "split": "held", "turns": [
+        {"role": "user", "content": "How long should I bake an apple pie?"},
+        {"role": "assistant", "content": "About 45 minutes at 190 degrees."},
+        {"role": "user", "content": "Which apples are best for the pie filling?", "switch": False},
+        {"role": "assistant", "content": "Tart ones like Granny Smith."},
+        {"role": "user", "content": "Who won the last football World Cup?", "switch": True},
+    ]},
+]
+
+
+def test_german_compounds_and_stems_meet() -> None:
+    assert content_stems("Datenbanken sichern") & content_stems("die Datenbank")
+    recent = ["Wie lange backe ich einen Apfelkuchen?", "Etwa 45 Minuten bei 180 Grad."]
+    assert not is_topic_change("Welche Äpfel nehme ich für den Kuchen?", recent, None)
+    assert is_topic_change("Wer hat die letzte Fußball-WM gewonnen?", recent, None)
+    assert not is_topic_change("Ist ein ETF dafür gut?", recent, None)  # "dafür" refers back
+
+
+def test_fixture_run_through_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "topics.jsonl"
+    path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in _CONV), encoding="utf-8")
+    main(["eval", "topics", str(path), "--embedder", "minilm", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    now = result["figures"]["combined"]
+    assert now["all"]["switches"] == 3 and now["all"]["continuations"] == 2
+    assert now["language:de"]["recall"] == 1.0 and now["language:de"]["precision"] == 1.0
+    assert now["language:en"]["recall"] == 1.0
+    # The detector before issue 17 (MiniLM cosine alone) never fired in German.
+    assert result["figures"]["embedding"]["language:de"]["recall"] == 0.0
+    main(["eval", "topics", str(path), "--embedder", "none"])
+    assert "language:de" in capsys.readouterr().out
+
+
+def test_the_shipped_set_is_big_enough_and_german_works_like_english() -> None:
+    result = run_topics_eval(embedder="none")  # stems only: no model needed for this check
+    stems = result["figures"]["stems"]
+    assert stems["all"]["switches"] >= 60 and stems["all"]["continuations"] >= 60
+    for group in ("language:de", "language:en"):
+        assert stems[group]["precision"] >= 0.85 and stems[group]["recall"] >= 0.85, stems[group]
+
+
+def test_bad_files_say_what_is_wrong(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="no such file"):
+        run_topics_eval(tmp_path / "none.jsonl", embedder="none")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"language": "fr", "turns": []}\n')
+    with pytest.raises(InvalidInputError, match="language"):
+        run_topics_eval(bad, embedder="none")
