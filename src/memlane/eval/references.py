@@ -17,15 +17,14 @@ non-referential queries (the share of them that got a context note or a question
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from memlane.errors import InvalidInputError
+from memlane.eval.labelled import read_jsonl
 from memlane.models import Message
 from memlane.state.references import Resolution, resolve
 
@@ -81,26 +80,7 @@ def _case(data: Any, where: str) -> Case:
 
 def load_cases(path: Path | str | None = None) -> list[Case]:
     """Cases from a JSONL file; the shipped dev set when ``path`` is None."""
-    if path is None:
-        text = resources.files("memlane.eval").joinpath("data", DEV_SET).read_text("utf-8")
-        name = DEV_SET
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise InvalidInputError(f"{p}: no such file (give a JSONL file of labelled cases)")
-        text, name = p.read_text("utf-8"), str(p)
-    cases: list[Case] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"{name}:{n}: not JSON ({exc.msg})") from exc
-        cases.append(_case(data, f"{name}:{n}"))
-    if not cases:
-        raise InvalidInputError(f"{name}: no cases")
-    return cases
+    return [_case(data, where) for where, data in read_jsonl(path, DEV_SET, "labelled cases")]
 
 
 def _matches(text: str, item: str) -> bool:

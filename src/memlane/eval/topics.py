@@ -14,14 +14,13 @@ switches are reported per language and split for three detectors:
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from memlane.errors import InvalidInputError
+from memlane.eval.labelled import read_jsonl
 from memlane.language import words
 from memlane.state.references import has_reference_cues
 from memlane.state.topic_shift import DEFAULT_THRESHOLD, EMBEDDING_LANGUAGES, shift_signals
@@ -45,28 +44,12 @@ class _Point:
 
 
 def _load(path: Path | str | None) -> list[dict[str, Any]]:
-    if path is None:
-        text = resources.files("memlane.eval").joinpath("data", DEV_SET).read_text("utf-8")
-        name = DEV_SET
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise InvalidInputError(f"{p}: no such file (give a JSONL file of labelled conversations)")
-        text, name = p.read_text("utf-8"), str(p)
     convs = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            conv = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"{name}:{n}: not JSON ({exc.msg})") from exc
+    for where, conv in read_jsonl(path, DEV_SET, "labelled conversations"):
         if not isinstance(conv, dict) or conv.get("language") not in ("en", "de") \
                 or not isinstance(conv.get("turns"), list):
-            raise InvalidInputError(f"{name}:{n}: a conversation needs language (en|de) and turns")
+            raise InvalidInputError(f"{where}: a conversation needs language (en|de) and turns")
         convs.append(conv)
-    if not convs:
-        raise InvalidInputError(f"{name}: no conversations")
     return convs
 
 
