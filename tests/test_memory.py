@@ -209,9 +209,11 @@ def test_batch_add_is_all_or_nothing(mem: Memory) -> None:
 
 def test_message_objects_are_accepted(mem: Memory) -> None:
     sid = mem.create_session()
+    first = mem.add(sid, "hello")
+    assert mem.window(sid).messages == [first]  # counted it: the vocabulary is loaded now ...
     stored = mem.save_message(sid, Message(role="user", content="as object", author_id="u", author_name="Ana"))
     assert stored.id is not None and stored.author_name == "Ana"
-    assert stored.token_count == get_counter(None).count_message(stored)
+    assert stored.token_count == get_counter(None).count_message(stored)  # ... so writes cache counts
 
 
 def test_export_import_roundtrip_exact(mem: Memory, tmp_path: Path) -> None:

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from memlane.models import Message, MessageFilter, Session
-from memlane.search import vectors
-from memlane.search.vectors import QUANTIZED_ABOVE, ModelInfo, SQLiteVectorIndex
+from memlane.search import matrix
+from memlane.search.matrix import QUANTIZED_ABOVE
+from memlane.search.vectors import ModelInfo, SQLiteVectorIndex
 from memlane.store import SQLiteStore
 
-pytestmark = pytest.mark.skipif(vectors._simsimd is None, reason="simsimd is not installed")
+pytestmark = pytest.mark.skipif(matrix._simsimd is None, reason="simsimd is not installed")
 
 
 def _clustered(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
@@ -23,7 +24,7 @@ def _clustered(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _exact(m: vectors._Matrix, q: np.ndarray, k: int) -> list[int]:
+def _exact(m: matrix.Matrix, q: np.ndarray, k: int) -> list[int]:
     sims = m.data[: m.size] @ q
     return [int(m.ids[i]) for i in np.argsort(-sims, kind="stable")[:k]]
 
@@ -32,7 +33,7 @@ def test_large_matrix_top_k_is_exact() -> None:
     rng = np.random.default_rng(3)
     n, dim = QUANTIZED_ABOVE + 5_000, 64
     data = _clustered(rng, n, dim)
-    m = vectors._Matrix(dim)
+    m = matrix.Matrix(dim)
     ids = list(range(1, n + 1))
     for start in range(0, n, 7_000):  # grown in several appends, as the index is
         m.put(ids[start : start + 7_000], data[start : start + 7_000])
@@ -49,7 +50,7 @@ def test_replaced_rows_are_requantized() -> None:
     rng = np.random.default_rng(4)
     n, dim = QUANTIZED_ABOVE + 1_000, 32
     data = _clustered(rng, n, dim)
-    m = vectors._Matrix(dim)
+    m = matrix.Matrix(dim)
     m.put(list(range(n)), data)
     q = rng.standard_normal(dim).astype(np.float32)
     q /= np.linalg.norm(q)

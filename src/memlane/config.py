@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memlane.errors import ConfigError
@@ -115,6 +114,8 @@ def load_settings(
     path = Path(config_path or environ.get("MEMLANE_CONFIG") or DEFAULT_CONFIG).expanduser()
     data: dict[str, Any] = {}
     if path.exists():
+        import yaml  # only when there is a file to read: most processes have none
+
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError) as exc:

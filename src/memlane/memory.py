@@ -49,7 +49,7 @@ from memlane.models import (
 )
 from memlane.store import Store, TurnRecord, open_store
 from memlane.text import snippet
-from memlane.tokens import TokenCounter, get_counter
+from memlane.tokens import TokenCounter, counts_cheaply, get_counter
 
 if TYPE_CHECKING:
     from memlane.context.packet import ContextPacket
@@ -81,7 +81,7 @@ _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
 def _close_open_memories() -> None:
     for mem in list(_OPEN):
         try:
-            mem.close()
+            mem._close(at_exit=True)
         except Exception:  # one failing close must not stop the others at exit
             log.exception("error while closing memlane memory at exit")
 
@@ -132,7 +132,8 @@ class Memory:
         self._observers: list[Observer] = []
         self._background_observers: list[Observer] = []
         self._dispatcher: threading.Thread | None = None
-        self._closers: list[Callable[[], None]] = []
+        # (closer, what to run instead at interpreter exit or None for the same)
+        self._closers: list[tuple[Callable[[], None], Callable[[], None] | None]] = []
         self._pending: deque[tuple[str, list[Message], TurnRecord | None]] = deque()
         self._pending_lock = threading.Lock()
         self.extensions: dict[str, Any] = {}
@@ -179,6 +180,9 @@ class Memory:
         self.close()
 
     def close(self) -> None:
+        self._close(at_exit=False)
+
+    def _close(self, *, at_exit: bool) -> None:
         if self._closed:
             return
         self._closed = True
@@ -187,9 +191,10 @@ class Memory:
         if self._dispatcher is not None:
             self._dispatch_queue.put(None)
             self._dispatcher.join(timeout=5.0)
-        for closer in reversed(self._closers):
+        for closer, exit_closer in reversed(self._closers):
+            run = exit_closer if at_exit and exit_closer is not None else closer
             try:
-                closer()
+                run()
             except Exception:  # one failing component must not keep the store open
                 log.exception("error while closing a memlane component")
         self.store.close()
@@ -214,7 +219,7 @@ class Memory:
         else:
             self._observers.append(observer)
         if on_close is not None:
-            self._closers.append(on_close)
+            self._closers.append((on_close, None))
 
     def _start_dispatcher(self) -> None:
         if self._dispatcher is not None:
@@ -249,8 +254,11 @@ class Memory:
                 return
             time.sleep(0.002)
 
-    def add_closer(self, closer: Callable[[], None]) -> None:
-        self._closers.append(closer)
+    def add_closer(self, closer: Callable[[], None], *, at_exit: Callable[[], None] | None = None) -> None:
+        """Run ``closer`` on close(); ``at_exit`` instead when the interpreter exits without
+        close() (e.g. stop background work at once rather than finish it: what is derived
+        from the log is picked up again by the next process)."""
+        self._closers.append((closer, at_exit))
 
     # ------------------------------------------------------------ sessions
 
@@ -397,8 +405,14 @@ class Memory:
                 "message whose tool_calls contain this id first"
             )
         msg.session_id = session_id
-        msg.token_count = self._cache_counter(session).count_message(msg)
+        msg.token_count = self._cached_count(session, msg)
         return msg
+
+    def _cached_count(self, session: Session, msg: Message) -> int | None:
+        """The token count to cache with a new message, or None (readers count it then)
+        when the vocabulary is not loaded yet: a write never waits for it to load."""
+        counter = self._cache_counter(session)
+        return counter.count_message(msg) if counts_cheaply(counter) else None
 
     def _append(
         self, session: Session, messages: list[Message], turn: TurnRecord | None
@@ -495,7 +509,7 @@ class Memory:
                 msg = self._prepare(session, msg)
             else:
                 msg.session_id = session.id
-                msg.token_count = self._cache_counter(session).count_message(msg)
+                msg.token_count = self._cached_count(session, msg)
             known_calls.update(c["id"] for c in msg.tool_calls or ())
             prepared.append(msg)
         if not prepared:

@@ -47,6 +47,7 @@ __all__ = [
     "HeuristicCounter",
     "TiktokenCounter",
     "TokenCounter",
+    "counts_cheaply",
     "get_counter",
     "get_encoding",
     "parse_quicktok_vocab",
@@ -344,6 +345,11 @@ class TiktokenCounter(_ChatAccounting):
         return f"TiktokenCounter({self.name!r})"
 
     @property
+    def loaded(self) -> bool:
+        """Whether the vocabulary is in memory (counting is then microseconds, not a load)."""
+        return self._encoding is not None
+
+    @property
     def encoding(self) -> tiktoken.Encoding:
         enc = self._encoding
         if enc is None:
@@ -445,6 +451,12 @@ class HeuristicCounter(_ChatAccounting):
             else:
                 hi = mid
         return text[:lo]
+
+
+def counts_cheaply(counter: TokenCounter) -> bool:
+    """Whether ``counter`` can count now without first loading a vocabulary (~0.3 s and
+    ~40 MB for cl100k): writers then cache counts, and skip it otherwise."""
+    return not isinstance(counter, TiktokenCounter) or counter.loaded
 
 
 # ------------------------------------------------------------------ choosing

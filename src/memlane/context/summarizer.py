@@ -33,8 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-
 from memlane.context.keyphrases import (
     GENERIC_WORDS,
     STOPWORDS,
@@ -49,6 +47,7 @@ from memlane.models import Message
 
 if TYPE_CHECKING:
     import httpx
+    import numpy as np
 
     from memlane.tokens import TokenCounter
 
@@ -684,6 +683,8 @@ def _similarity(a: dict[str, float], b: dict[str, float]) -> float:
 
 
 def _textrank(sentences: list[SummarySentence]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    import numpy as np  # on the first summary, not when Memory opens
+
     n = len(sentences)
     if n == 0:
         return np.zeros(0)

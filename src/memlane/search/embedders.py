@@ -19,6 +19,7 @@ Backends, picked with :func:`get_embedder`:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
 import importlib.util
@@ -26,20 +27,31 @@ import itertools
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
-
-import httpx
-import numpy as np
-from numpy.typing import NDArray
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from memlane.errors import EmbedderError, InvalidInputError, MissingExtraError
 
-Vectors = NDArray[np.float32]
+# numpy, httpx and tenacity are imported where vectors are made, not here: Memory imports
+# this module when it opens, and a process that never embeds should not pay for them.
+if TYPE_CHECKING:
+    import httpx
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Vectors = NDArray[np.float32]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Vectors":  # the public alias, built on first use (it needs numpy)
+        import numpy as np
+        from numpy.typing import NDArray
+
+        return NDArray[np.float32]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Embedder",
@@ -82,6 +94,8 @@ class Embedder(Protocol):
             raise InvalidInputError(
                 f"embed_query() takes one string, got {type(text).__name__}; use embed() for a list of texts"
             )
+        import numpy as np
+
         return np.asarray(self.embed([text])[0], dtype=np.float32)
 
 
@@ -102,6 +116,8 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
 def _l2_normalise(rows: NDArray[Any]) -> Vectors:
     # Same floor as torch.nn.functional.normalize (eps=1e-12): an all-zero row stays zero
     # instead of turning into NaN.
+    import numpy as np
+
     matrix = np.asarray(rows, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.asarray(matrix / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
@@ -305,6 +321,8 @@ class MiniLMEmbedder(Embedder):
         return _load_minilm(model_path, tokenizer_path, self.max_tokens, self.num_threads, self.activations)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+
         items = _check_texts(texts)
         out = np.zeros((len(items), self.dimension), dtype=np.float32)
         if not items:
@@ -319,7 +337,13 @@ class MiniLMEmbedder(Embedder):
         def run(rows: list[int]) -> tuple[list[int], Vectors]:
             return rows, self._embed_batch(loaded, [token_ids[i] for i in rows])
 
-        results = map(run, batches) if loaded.workers is None or len(batches) == 1 else loaded.workers.map(run, batches)
+        results: Iterable[tuple[list[int], Vectors]] = map(run, batches)
+        if loaded.workers is not None and len(batches) > 1:
+            # RuntimeError: the pool is shut down because the interpreter is exiting
+            # (concurrent.futures stops every pool before atexit handlers run); then the
+            # batches run in this thread instead.
+            with contextlib.suppress(RuntimeError):
+                results = loaded.workers.map(run, batches)
         for rows, vectors in results:
             out[rows] = vectors
         return out
@@ -346,6 +370,8 @@ class MiniLMEmbedder(Embedder):
         return batches
 
     def _embed_batch(self, loaded: _LoadedMiniLM, batch: list[list[int]]) -> Vectors:
+        import numpy as np
+
         width = max(len(ids) for ids in batch)
         input_ids = np.zeros((len(batch), width), dtype=np.int64)  # 0 is [PAD]
         mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -386,6 +412,8 @@ class _RetryableStatus(Exception):
 
 
 def _endpoint_url(base_url: str, protocol: HttpProtocol) -> str:
+    import httpx
+
     try:
         url = httpx.URL(base_url.strip())
     except httpx.InvalidURL as exc:
@@ -482,6 +510,8 @@ class HttpEmbedder(Embedder):
         self.close()
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+
         items = _check_texts(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -507,6 +537,8 @@ class HttpEmbedder(Embedder):
         return _l2_normalise(vectors)
 
     def _parse(self, body: Any, expected: int) -> NDArray[np.float32]:
+        import numpy as np
+
         try:
             if self.protocol == "openai":
                 data = sorted(body["data"], key=lambda item: int(item["index"]))
@@ -529,6 +561,8 @@ class HttpEmbedder(Embedder):
         return vectors
 
     def _http(self) -> httpx.Client:
+        import httpx
+
         with self._lock:
             if self._client is None:
                 headers = {"Content-Type": "application/json"}
@@ -545,6 +579,9 @@ class HttpEmbedder(Embedder):
         return response
 
     def _post(self, payload: dict[str, Any]) -> Any:
+        import httpx
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
         retrying = Retrying(
             stop=stop_after_attempt(self.max_attempts),
             wait=wait_exponential(multiplier=self.retry_wait_s, max=10),
@@ -634,6 +671,8 @@ class SentenceTransformerEmbedder(Embedder):
             return self._model
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+
         items = _check_texts(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -687,6 +726,8 @@ class HashingEmbedder(Embedder):
         return self._dimension
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+
         items = _check_texts(texts)
         out = np.zeros((len(items), self._dimension), dtype=np.float32)
         for row, text in enumerate(items):

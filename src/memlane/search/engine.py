@@ -35,17 +35,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from memlane.errors import InvalidInputError
 from memlane.lru import LRUCache
 from memlane.models import Message, MessageFilter, SearchHit, Session, to_epoch
 from memlane.search.embedders import Embedder
-from memlane.search.vectors import VectorIndex, Vectors
+from memlane.search.vectors import VectorIndex
 from memlane.store import KeywordHit, Store
 from memlane.text import content_words, snippet
+
+if TYPE_CHECKING:
+    from memlane.search.matrix import Vectors
 
 Mode = Literal["hybrid", "keyword", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
@@ -293,6 +294,8 @@ class RecallEngine:
         if mode == "semantic":
             ranked = sorted(cands, key=lambda c: -c.semantic)
             return [(c, c.semantic, {"semantic": c.semantic}) for c in ranked if c.semantic_rank is not None]
+
+        import numpy as np  # here, not at import: Memory opens without numpy
 
         best_kw = max((c.keyword for c in cands), default=0.0)
         sims = np.array([c.semantic for c in cands], dtype=np.float64)

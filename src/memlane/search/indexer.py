@@ -3,8 +3,12 @@
 Memory tells the :class:`Indexer` about messages after they are durable; one worker thread
 embeds them in batches and stores the vectors. Nothing here can lose a message: the log is
 written first, and whatever was stored but not embedded (a crash, a full queue, a failing
-embedding endpoint) is found again by the backlog scan (``VectorIndex.missing_ids``) when
-the indexer starts and after an embedding failure.
+embedding endpoint, a process that ended first) is found again by the backlog scan
+(``VectorIndex.missing_ids``) when the indexer starts and after an embedding failure.
+
+The worker starts on demand (:meth:`Indexer.start`: the first search, ``flush()``, a
+server), not when Memory opens: a process that only writes and reads windows never loads
+the model, and its messages are embedded by the next process that searches.
 """
 
 from __future__ import annotations
@@ -58,8 +62,19 @@ class Indexer:
         self._stop = False
         self._failures = 0
         self.embedded = 0
-        self._thread = threading.Thread(target=self._run, name="memlane-indexer", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the worker (once): it scans the backlog, then embeds what is queued."""
+        with self._cond:
+            if self._thread is not None or self._stop:
+                return
+            self._thread = threading.Thread(target=self._run, name="memlane-indexer", daemon=True)
+            self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
 
     # ------------------------------------------------------------ producer side
 
@@ -72,6 +87,8 @@ class Indexer:
         if not wanted:
             return
         with self._cond:
+            if self._thread is None:  # not started: its backlog scan will find them in the log
+                return
             if len(self._queue) + len(wanted) > MAX_QUEUE:
                 if self._backlog_due is None:  # the log has them: the scan will find them
                     self._backlog_due = 0.0
@@ -94,11 +111,13 @@ class Indexer:
             return len(self._queue) + (1 if self._busy else 0)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued message and the backlog are embedded; False on timeout."""
+        """Start the worker, then wait until every queued message and the backlog are
+        embedded; False on timeout."""
+        self.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._queue or self._busy or self._backlog_due == 0.0:
-                if not self._thread.is_alive():
+                if self._thread is None or not self._thread.is_alive():
                     return False
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -107,15 +126,25 @@ class Indexer:
             return True
 
     def close(self, timeout: float = 10.0) -> None:
-        """Embed what is queued (up to ``timeout`` seconds), then stop the thread.
+        """Embed what is queued (up to ``timeout`` seconds) when the worker runs, then stop it.
 
         What is left unembedded stays in the backlog for the next start.
         """
-        self.flush(timeout)
+        if self.started:
+            self.flush(timeout)
+        self.stop(max(1.0, timeout))
+
+    def stop(self, timeout: float | None = 60.0) -> None:
+        """Stop after the batch in hand, embedding nothing more (interpreter exit).
+
+        Waits for that batch: a native embedding thread still running when the interpreter
+        finalizes can abort it. Queued messages stay in the backlog for the next start.
+        """
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        self._thread.join(timeout=max(1.0, timeout))
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
 
     # ------------------------------------------------------------ worker side
 
@@ -151,8 +180,11 @@ class Indexer:
                 self._failures = 0
                 failed = False
             except Exception:  # the embedder or disk failed: retry later from the log
+                with self._cond:
+                    stopping = self._stop
                 self._failures += 1
-                log.exception("memlane indexer: embedding failed; will retry from the backlog")
+                if not stopping:  # when stopping (at exit) the next start's backlog scan resumes it
+                    log.exception("memlane indexer: embedding failed; will retry from the backlog")
                 failed = True
             with self._cond:
                 self._busy = False

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memlane.errors import InvalidInputError
-from memlane.models import Message, SearchHit
+from memlane.models import Message, MessageFilter, SearchHit
 from memlane.search.documents import RECIPE
 from memlane.search.embedders import MINILM_F32_MODEL_ID, Embedder, MiniLMEmbedder, get_embedder
 from memlane.search.engine import RecallEngine
@@ -97,14 +97,22 @@ def attach(mem: Memory) -> None:
     if embedder is not None and index is not None:
         check_model(index, model_info(embedder))  # raises EmbedderMismatchError
         indexer = Indexer(mem.store, index, embedder)
-        mem.add_observer(indexer.observe, on_close=indexer.close)
+        mem.add_observer(indexer.observe)
+        # At exit without close(): no more embedding; the next start's backlog scan resumes it.
+        mem.add_closer(indexer.close, at_exit=indexer.stop)
         mem.extensions.setdefault("forget_hooks", []).append(indexer.forget)
         mem.extensions["indexer"] = indexer
     engine = RecallEngine(mem.store, embedder=embedder, index=index)
     mem.add_closer(engine.close)
     mem.add_observer(lambda _session, msgs: engine.note_authors(msgs))
     mem.extensions["recall"] = engine
-    mem.extensions["search"] = engine.search
+
+    def search(query: str, flt: MessageFilter, top_k: int) -> list[SearchHit]:
+        if indexer is not None:  # a process that searches keeps its vectors up to date
+            indexer.start()
+        return engine.search(query, flt, top_k)
+
+    mem.extensions["search"] = search
 
     def flush(timeout: float | None) -> None:
         if indexer is not None:

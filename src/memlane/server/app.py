@@ -50,6 +50,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _warm_up(mem: Memory) -> None:
+    """A server lives long: load now what a short script defers (the token vocabulary, so
+    writes cache their counts; the embedding worker, so new messages get vectors soon)."""
+    mem.counter.count("warm up")
+    indexer = mem.extensions.get("indexer")
+    if indexer is not None:
+        indexer.start()
+
+
 def create_app(
     mem: Memory,
     *,
@@ -83,6 +92,7 @@ def create_app(
         docs_url="/docs",
         redoc_url=None,
     )
+    _warm_up(mem)
     app.state.mem = mem
     app.state.require_auth = require_auth
     metrics = Metrics(mem)

@@ -25,13 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
-
 from memlane.errors import (
     ConflictError,
     CorruptRecordError,
@@ -196,6 +189,9 @@ class SQLiteStore(SqlReads, SqlRecords):
         except sqlite3.OperationalError as exc:
             if not _is_locked(exc):
                 raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+        # Imported on the first contended write, not with the store: most processes never need it.
+        from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
+
         retry = Retrying(
             retry=retry_if_exception(_is_locked),
             wait=wait_exponential_jitter(multiplier=0.01, max=1.0),

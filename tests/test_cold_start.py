@@ -1,0 +1,64 @@
+"""Cold start: a process that only writes and reads windows loads neither the embedding
+model nor the vector data (they load with the first search, or in a server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memlane import Memory
+
+#: What embedding and vector search bring in; a write-and-window process needs none of it.
+MODEL_AND_VECTORS = ("onnxruntime", "onnx", "tokenizers", "simsimd", "memlane.search.matrix",
+                     "memlane.search.minilm_w8a8")
+
+SCRIPT = """
+import json, sys, threading
+from memlane import Memory
+
+mem = Memory(sys.argv[1])  # default settings: the MiniLM embedder, hybrid search
+sid = mem.create_session(system_prompt="You are a travel agent.")
+for i in range(15):
+    mem.add(sid, f"question {i}: what about the train to Sintra?")
+    mem.add(sid, f"answer {i}: it leaves Rossio every 20 minutes.", role="assistant")
+    window = mem.window(sid, 300)
+mem.add_messages(sid, [{"role": "user", "content": "thanks"}, {"role": "assistant", "content": "bye"}])
+before_close = sorted(sys.modules)
+threads = sorted(t.name for t in threading.enumerate())
+mem.close()
+print(json.dumps({"modules": before_close, "after_close": sorted(sys.modules), "threads": threads,
+                  "window": [m.content for m in window.messages]}))
+"""
+
+
+def _run(tmp_path: Path, db: Path) -> dict[str, list[str]]:
+    script = tmp_path / "write_and_window.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
+           "HOME": str(tmp_path), "MEMLANE_CONFIG": str(tmp_path / "none.yaml")}
+    proc = subprocess.run([sys.executable, str(script), str(db)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == ""
+    out: dict[str, list[str]] = json.loads(proc.stdout)
+    return out
+
+
+def test_a_write_and_window_process_loads_no_model_and_no_vectors(tmp_path: Path) -> None:
+    db = tmp_path / "cold.db"
+    out = _run(tmp_path, db)
+    assert out["window"][-1] == "answer 14: it leaves Rossio every 20 minutes."
+    for name in MODEL_AND_VECTORS:
+        assert name not in out["modules"], f"{name} was imported by writes and windows"
+        assert name not in out["after_close"], f"{name} was imported when memory closed"
+    assert not [t for t in out["threads"] if t.startswith(("memlane-indexer", "memlane-embed"))]
+    # Nothing is lost: the first search of a later process embeds the backlog.
+    with Memory(db) as mem:
+        index = mem.extensions["recall"].index
+        assert index.count() == 0 and len(index.missing_ids(100)) == 32
+        mem.flush(300)
+        assert index.count() == 32
+        assert "Rossio" in mem.search("when does the train leave")[0].message.content
