@@ -62,3 +62,24 @@ def test_a_write_and_window_process_loads_no_model_and_no_vectors(tmp_path: Path
         mem.flush(300)
         assert index.count() == 32
         assert "Rossio" in mem.search("when does the train leave")[0].message.content
+
+
+def test_bench_cold_reports_figures_ratios_and_targets() -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.run([sys.executable, "-m", "memlane.cli.main", "bench", "cold", "--runs", "1", "--json"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    assert data["runs"] == 1
+    ours, peer = data["memlane"], data["agents_sqlite_session"]
+    for key in ("first_save_ms", "process_ms", "sessions_ms", "history_ms", "rss_mb", "peak_rss_mb"):
+        assert ours[key] > 0, key
+    # openai-agents is a dev dependency, so its SQLiteSession runs beside memlane here
+    assert peer is not None and data["agents_version"]
+    for key in ("first_save_ms", "process_ms", "history_ms", "rss_mb", "peak_rss_mb"):
+        assert peer[key] > 0, key
+    for key in ("first_save_ms", "process_ms", "history_ms", "rss_mb"):
+        assert data["ratios"][key] == round(peer[key] / ours[key], 2), key
+    assert data["targets"] == {"first_save_ms": 150.0, "cli_read_ms": 400.0, "rss_mb": 80.0}
+    assert set(data["meets_targets"]) == {"first_save_ms", "sessions_ms", "history_ms", "rss_mb"}
+    assert data["meets_targets"]["rss_mb"] == (ours["rss_mb"] <= 80.0)

@@ -35,5 +35,21 @@ def write_cmd(
     console.print(format_table(result), markup=False, highlight=False)
 
 
+def cold_cmd(
+    runs: int = typer.Option(10, "--runs", min=1, help="Fresh processes per figure (the median is reported)."),
+    peer: bool = typer.Option(
+        True, "--peer/--no-peer", help="Also time the OpenAI Agents SDK's SQLiteSession (needs openai-agents).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Start-up cost: import + open + first durable save, CLI reads, RSS; beside SQLiteSession."""
+    from memlane.bench_cold import format_table, run_cold_bench
+
+    with err_console.status("benchmarking cold start") as status:
+        result = run_cold_bench(runs, peer=peer, progress=lambda msg: status.update(msg))
+    print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
 def register(app: typer.Typer) -> None:
     app.command("write")(write_cmd)
+    app.command("cold")(cold_cmd)
