@@ -23,6 +23,8 @@ from functools import lru_cache
 from typing import Any, Literal
 
 __all__ = [
+    "FILLER_DE",
+    "FILLER_EN",
     "LANGUAGES",
     "STOPWORDS",
     "STOPWORDS_DE",
@@ -44,54 +46,71 @@ LANGUAGES: tuple[Language, ...] = ("en", "de")
 #: A word: letters or digits, with inner apostrophes or hyphens ("don't", "e-mail").
 _WORD_RE = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*", re.UNICODE)
 
+#: Function words: left out of keyword queries (BM25 would reward "the" and "und") and
+#: counted by the language fallback for texts too short for character n-grams.
 STOPWORDS_EN: frozenset[str] = frozenset(
     """
-    a about above after again against all almost also although always am among an and another
-    any anybody anyone anything anyway anyways anywhere are aren't around as at away back be
-    became because become been before being below between both but by can can't cannot could
-    couldn't did didn't do does doesn't doing don't done down during each either else enough
-    etc even ever every everybody everyone everything few for from further get gets getting go
-    goes going gone got gotten had hadn't has hasn't have haven't having he he'd he'll he's her
-    here here's hers herself him himself his how how's however i i'd i'll i'm i've if in into
-    is isn't it it'd it'll it's its itself just least less let let's lets like made make makes
-    making many may maybe me might mine more most much must mustn't my myself neither never
-    next no nobody none nor not nothing now of off often oh ok okay on once one ones only onto
-    or other others otherwise ought our ours ourselves out over own per perhaps please quite
-    rather really said same say says see seem seemed seems several shall shan't she she'd
-    she'll she's should shouldn't since so some somebody someone something sometimes somewhat
-    soon still such sure than that that's the their theirs them themselves then there there's
-    therefore these they they'd they'll they're they've thing things this those though through
-    thus till to together too toward towards under until up upon us very via was wasn't way we
-    we'd we'll we're we've well were weren't what what's whatever when when's where where's
-    whether which while who who's whoever whole whom whose why why's will with within without
-    won't would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
-    yeah hey hi wow
+    a about above after again against all am an and any are aren't as at be because been before
+    being below between both but by can can't cannot could couldn't did didn't do does doesn't
+    doing don't down during each few for from further had hadn't has hasn't have haven't having
+    he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm
+    i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor not
+    of off on once only or other ought our ours ourselves out over own same shan't she she'd
+    she'll she's should shouldn't so some such than that that's the their theirs them themselves
+    then there there's these they they'd they'll they're they've this those through to too under
+    until up very was wasn't we we'd we'll we're we've were weren't what what's when when's
+    where where's which while who who's whom why why's with won't would wouldn't you you'd
+    you'll you're you've your yours yourself yourselves also just really yeah yes ok okay oh hey
+    hi wow did does do done get got go going went would will shall may might must
     """.split()
 )
 
 STOPWORDS_DE: frozenset[str] = frozenset(
     """
-    aber alle allem allen aller alles als also am an ander andere anderem anderen anderer
-    anderes auch auf aus bei beim bin bis bist da dabei dadurch dafür dagegen daher damit dann
-    daran darauf darum das dass daß davon dazu dein deine deinem deinen deiner dem den denen denn
-    dennoch der deren des deshalb dessen dich die dies diese diesem diesen dieser dieses dir
-    doch dort du durch eben ein eine einem einen einer eines einige einigen einiger einmal er
-    es etwa etwas euch euer eure für gab gar gegen gewesen gibt ging hab habe haben hast hat
-    hatte hatten hier hin hinter ich ihm ihn ihnen ihr ihre ihrem ihren ihrer ihres im immer in
-    ins ist ja jede jedem jeden jeder jedes jedoch jene jetzt kann kannst kein keine keinem
-    keinen keiner konnte können könnte man manche mehr mein meine meinem meinen meiner meines
-    mich mir mit muss musste müssen nach nein nicht nichts noch nun nur ob oder ohne schon sehr
-    sein seine seinem seinen seiner seit selbst sich sie sind so sollen sollte sondern sowie
-    über um und uns unser unsere unter viel vom von vor war waren warst was weil weiter welche
-    welchem welchen welcher welches wenn wer werde werden wie wieder will wir wird wirst wo
-    wollen wollte würde würden zu zum zur zwar zwischen ganz gerne gern mal halt eigentlich
-    wirklich okay hallo danke bitte genau klar toll super kommen kommt komme gehen geht gehe
-    machen macht mache planen plant plane finden findet finde sagen sagt sage glaube glaubt
-    heute morgen gestern seid euch ok
+    der die das den dem des ein eine einer eines einem einen und oder aber ich du er sie es wir
+    ihr mich dich sich uns euch mir dir ihm ihn ihnen ist sind war waren bin bist seid sein
+    haben hat hatte hatten habe hast nicht kein keine keinen mit von zu zum zur im in an am auf
+    aus bei nach vor für über unter um als wie wo was wer wenn dass daß so auch noch nur schon
+    ja nein doch mal dann denn sehr hier da dort dieser diese dieses jetzt
+    """.split()
+)
+
+#: Words that carry no topic in chat ("really", "thing", "planen", "heute") on top of the
+#: function words: they end a keyphrase, but a keyword query keeps them.
+FILLER_EN: frozenset[str] = frozenset(
+    """
+    almost although always among another anybody anyone anything anyway anyways anywhere around
+    away back became become either else enough etc even ever every everybody everyone everything
+    gets getting goes gone gotten however it'd it'll least less let lets like made make makes
+    making many maybe mine much neither never next nobody none nothing now often one ones onto
+    others otherwise per perhaps please quite rather said say says see seem seemed seems several
+    since somebody someone something sometimes somewhat soon still sure therefore thing things
+    though thus till together toward towards upon us via way well whatever whether whoever whole
+    whose within without yet
+    """.split()
+)
+
+FILLER_DE: frozenset[str] = frozenset(
+    """
+    alle allem allen aller alles also ander andere anderem anderen anderer anderes beim bis
+    dabei dadurch dafür dagegen daher damit daran darauf darum davon dazu dein deine deinem
+    deinen deiner denen dennoch deren deshalb dessen dies diesem diesen durch eben einige
+    einigen einiger einmal etwa etwas euer eure gab gar gegen gewesen gibt ging hab hin hinter
+    ihre ihrem ihren ihrer ihres immer ins jede jedem jeden jeder jedes jedoch jene kann kannst
+    keinem keiner konnte können könnte man manche mehr mein meine meinem meinen meiner meines
+    muss musste müssen nichts nun ob ohne seine seinem seinen seiner seit selbst sollen sollte
+    sondern sowie unser unsere viel vom warst weil weiter welche welchem welchen welcher welches
+    werde werden wieder will wird wirst wollen wollte würde würden zwar zwischen ganz gerne gern
+    halt eigentlich wirklich okay hallo danke bitte genau klar toll super kommen kommt komme
+    gehen geht gehe machen macht mache planen plant plane finden findet finde sagen sagt sage
+    glaube glaubt heute morgen gestern ok
     """.split()
 )
 
 STOPWORDS: frozenset[str] = STOPWORDS_EN | STOPWORDS_DE
+# Words only one language uses: what decides a text too short for character n-grams.
+_EN_ONLY = (STOPWORDS_EN | FILLER_EN) - (STOPWORDS_DE | FILLER_DE)
+_DE_ONLY = (STOPWORDS_DE | FILLER_DE) - (STOPWORDS_EN | FILLER_EN)
 
 
 def words(text: str) -> list[str]:
@@ -159,8 +178,8 @@ def detect_language(text: str, default: Language = "en") -> Language:
         return label
     # Too short for character n-grams ("it", "yes"): function words of one language decide.
     found = words(text)
-    en = sum(1 for w in found if w in STOPWORDS_EN and w not in STOPWORDS_DE)
-    de = sum(1 for w in found if w in STOPWORDS_DE and w not in STOPWORDS_EN)
+    en = sum(1 for w in found if w in _EN_ONLY)
+    de = sum(1 for w in found if w in _DE_ONLY)
     if _DE_LETTERS.search(text):
         de += 1
     if en != de:

@@ -16,7 +16,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memlane.language import STOPWORDS, STOPWORDS_DE, STOPWORDS_EN, surface_words
+from memlane import language
+from memlane.language import surface_words
+
+# Keyphrases stop at function words and at chat filler alike (one source: memlane.language).
+STOPWORDS_EN: frozenset[str] = language.STOPWORDS_EN | language.FILLER_EN
+STOPWORDS_DE: frozenset[str] = language.STOPWORDS_DE | language.FILLER_DE
+STOPWORDS: frozenset[str] = STOPWORDS_EN | STOPWORDS_DE
 
 __all__ = [
     "GENERIC_WORDS",

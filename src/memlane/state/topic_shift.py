@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memlane.language import STOPWORDS, Language, detect_language, stem, words
+from memlane.language import FILLER_DE, FILLER_EN, STOPWORDS, Language, detect_language, stem, words
 
 if TYPE_CHECKING:
     from memlane.search.embedders import Embedder
@@ -33,6 +33,8 @@ DEFAULT_THRESHOLD = 0.35
 #: Languages the default embedder (MiniLM) understands.
 EMBEDDING_LANGUAGES: tuple[str, ...] = ("en",)
 _MIN_PART = 4  # compound parts shorter than this are too unspecific to match on
+# Function words and chat filler ("machen", "heute", "really") name no topic.
+_NO_TOPIC = STOPWORDS | FILLER_EN | FILLER_DE
 
 
 def content_stems(text: str, language: Language | None = None) -> set[str]:
@@ -40,7 +42,7 @@ def content_stems(text: str, language: Language | None = None) -> set[str]:
     lng = language or detect_language(text)
     out: set[str] = set()
     for w in words(text):
-        if w in STOPWORDS or len(w) < 3 or w.isdigit():
+        if w in _NO_TOPIC or len(w) < 3 or w.isdigit():
             continue
         for part in {w, *w.split("-")}:
             if len(part) >= 3:
