@@ -8,6 +8,7 @@ given to ``memlane mcp`` (the local user, every tenant, by default).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,19 @@ INSTRUCTIONS = """\
 memlane is conversation memory. Store each exchange with store_interaction (or single messages
 with add_message), call get_context before answering to get the relevant history for a token
 budget, search_memory to recall anything said in earlier sessions, and forget_session when the
-user asks you to forget a conversation."""
+user asks you to forget a conversation. Long-term notes: remember a fact with remember, look
+them up with recall_notes, see how one changed with note_history. When someone says a memory
+command in the conversation ("forget this", "remember that ...", "merk dir das"), pass it to
+memory_command with the speaker's id: only the Anchor may change memory. Sessions and their
+transcripts are also resources (memlane://sessions, memlane://sessions/{id}/transcript)."""
 
 CallerOf = Callable[[Context], Caller]
+Runner = Callable[[Callable[[], dict[str, Any]]], dict[str, Any]]
+
+
+def _jsonable(value: Any) -> Any:
+    """Times as ISO strings, tuples as lists: what JSON (and so MCP) can carry."""
+    return json.loads(json.dumps(value, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v)))
 
 
 def _message(m: Message, *, limit: int | None = None) -> dict[str, Any]:
@@ -161,7 +172,74 @@ def build_server(mem: Memory, caller_of: CallerOf) -> MCPServer:
         """Delete a session and everything derived from it. This cannot be undone."""
         return run(lambda: {"session_id": session_id, "deleted": view(ctx).delete_session(session_id)})
 
+    _note_tools(server, view, run)
+    _resources(server, view)
     return server
+
+
+def _note_tools(server: MCPServer, view: Callable[[Context], TenantView], run: Runner) -> None:
+    """Long-term notes and memory commands."""
+
+    @server.tool()
+    def remember(
+        ctx: Context, text: str, session_id: str | None = None, kind: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Keep a long-term note (a fact, preference or decision); one about the same thing
+        is merged with it or superseded by it. With an API key, give the session it belongs to."""
+        fields = {k: v for k, v in {"kind": kind, "user_id": user_id}.items() if v is not None}
+        return run(lambda: _jsonable(view(ctx).add_note(text, session_id=session_id, **fields).to_dict()))
+
+    @server.tool()
+    def recall_notes(
+        ctx: Context, about: str | None = None, session_id: str | None = None, limit: int = 10,
+    ) -> dict[str, Any]:
+        """Long-term notes true now, best matches for `about` first (all of them without it);
+        with session_id, the notes that conversation sees."""
+        return run(lambda: {"notes": [
+            _jsonable(n.to_dict())
+            for n in view(ctx).notes(about, session_id=session_id, limit=max(1, min(limit, 200)))
+        ]})
+
+    @server.tool()
+    def note_history(ctx: Context, note_id: int) -> dict[str, Any]:
+        """Every version of a note, oldest first: what it said and when it changed."""
+        return run(lambda: {"versions": [_jsonable(n.to_dict()) for n in view(ctx).note_history(note_id)]})
+
+    @server.tool()
+    def memory_command(
+        ctx: Context, session_id: str, text: str, author_id: str, author_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Check what someone said in a conversation for a memory command ("forget this
+        conversation", "remember that ...", "merk dir das") and run it. Only the Anchor may
+        change memory: anyone else gets a refusal and nothing changes; every command is
+        audited. recognized=false means it was no command: answer the text as usual."""
+        return run(lambda: _jsonable(view(ctx).handle_command(
+            session_id, text, author_id, author_name=author_name).to_dict()))
+
+
+def _resources(server: MCPServer, view: Callable[[Context], TenantView]) -> None:
+    """Sessions and transcripts as resources a host can attach."""
+
+    @server.resource("memlane://sessions{?limit}", name="sessions", mime_type="application/json")
+    def sessions(ctx: Context, limit: int = 50) -> str:
+        """The sessions, most recently active first."""
+        found = view(ctx).list_sessions(limit=max(1, min(int(limit), 1000)))
+        return json.dumps([_jsonable(s.to_dict()) for s in found], ensure_ascii=False)
+
+    @server.resource("memlane://sessions/{session_id}", name="session", mime_type="application/json")
+    def session(ctx: Context, session_id: str) -> str:
+        """One session and its visible messages, oldest first."""
+        v = view(ctx)
+        found = v.session(session_id)
+        msgs, _ = v.messages(session_id)
+        return json.dumps({"session": _jsonable(found.to_dict()), "messages": [_message(m) for m in msgs]},
+                          ensure_ascii=False)
+
+    @server.resource("memlane://sessions/{session_id}/transcript", name="transcript", mime_type="text/markdown")
+    def transcript(ctx: Context, session_id: str) -> str:
+        """A session as a Markdown transcript for people."""
+        return view(ctx).export_session(session_id, "markdown")
 
 
 def http_caller(ctx: Context) -> Caller:

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from memlane import transfer
-from memlane.errors import ConflictError, InvalidInputError, SessionNotFoundError
+from memlane.errors import ConflictError, InvalidInputError, NotFoundError, SessionNotFoundError
 from memlane.memory import Memory
 from memlane.models import Message, SearchHit, Session, Turn
 
@@ -234,6 +234,17 @@ class TenantView:
             # A note takes its tenant from its session; without one it would land in "default".
             raise InvalidInputError("with an API key, give the session_id the note belongs to")
         return self._optional("add_note")(text, session_id=session_id, **fields)
+
+    def note_history(self, note_id: int) -> list[Any]:
+        versions: list[Any] = self.mem.note_history(note_id)
+        if self.caller.tenant is not None and any(getattr(n, "tenant_id", None) != self.caller.tenant for n in versions):
+            raise NotFoundError(f"note {note_id} does not exist")  # another tenant's note
+        return versions
+
+    def handle_command(self, session_id: str, text: str, author_id: str | None, *,
+                       author_name: str | None = None) -> Any:
+        self.session(session_id)  # another tenant's conversation is "not found"
+        return self.mem.handle_command(session_id, text, author_id, author_name=author_name)
 
     def state(self, session_id: str) -> Any:
         self.session(session_id)
