@@ -108,3 +108,16 @@ def test_malformed_items_are_refused_with_a_reason(mem: Memory) -> None:
     with pytest.raises(InvalidInputError, match="role"):
         mem.add(sid, {"type": "message", "role": "robot", "content": []})
     assert mem.items(sid) == []
+
+
+def test_items_survive_export_and_import_and_are_named_in_transcripts(mem: Memory) -> None:
+    sid = mem.create_session()
+    mem.add_messages(sid, RUN)
+    for fmt in ("json", "jsonl"):
+        other = Memory.in_memory(embedder="hashing")
+        (copy,) = other.import_sessions(mem.export_session(sid, fmt), fmt)
+        assert [m.to_item() for m in other.items(copy)] == RUN
+        other.close()
+    transcript = mem.export_session(sid, "markdown")
+    assert "_(message item with input_image, kept as given)_" in transcript
+    assert "_(reasoning item, kept as given)_" in transcript

@@ -159,6 +159,15 @@ def read_item(item: Mapping[str, Any]) -> Reading:
     return Reading(_role(item, "assistant"), text_of(item.get("content")))
 
 
+def describe(item: Mapping[str, Any]) -> str:
+    """A person's one-line account of what an item holds beyond its text (for transcripts)."""
+    kind = item_type(item) or "message"
+    content = item.get("content")
+    parts = [p.get("type") for p in content if isinstance(p, Mapping)] if isinstance(content, list) else []
+    other = sorted({str(p) for p in parts if p not in TEXT_PARTS})
+    return f"{kind} item" + (f" with {', '.join(other)}" if other else "")
+
+
 def chat_to_responses(messages: Sequence[Mapping[str, Any]]) -> list[JSON]:
     """OpenAI chat messages (a context packet) as Responses input items: calls become
     ``function_call`` items, tool results ``function_call_output`` items."""

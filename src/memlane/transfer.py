@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memlane.errors import ConflictError, InvalidInputError
+from memlane.items import describe
 from memlane.models import (
     JSON,
     SESSION_STATUSES,
@@ -101,6 +102,8 @@ def _markdown(session: Session, messages: Sequence[Message]) -> str:
             who += f" · {m.author_name or ''}" + (f" <{m.author_id}>" if m.author_id else "")
         out += ["", f"### {who} · {m.created_at.isoformat()}", ""]
         out.append(m.content)
+        if m.item is not None:  # what the text does not show (images, reasoning, ...) is named
+            out += ["", f"_({describe(m.item)}, kept as given)_"]
         if m.tool_calls:
             out += ["", "```json", json.dumps(m.tool_calls, ensure_ascii=False), "```"]
     return "\n".join(out) + "\n"
