@@ -82,8 +82,14 @@ def test_open_store_and_memory_from_url(pg_url: str, fresh_pg_store: PostgresSto
         turn = mem.store_interaction("where is Oscar now?", "at the park", {"intent": "ask"}, session_id=sid)
         window = mem.get_recent_messages(sid, 1000)
         assert [m.content for m in window][-2:] == ["where is Oscar now?", "at the park"]
+        # Wait for the background indexer: before it, only the keyword side can answer; after
+        # it, the vector side adds the other two messages (below the puppy, which both find).
+        mem.flush()
         hits = mem.search("puppies")
-        assert [h.message.content for h in hits] == ["I adopted a puppy named Oscar last spring"]
+        assert [h.message.content for h in hits] == [
+            "I adopted a puppy named Oscar last spring", "where is Oscar now?", "at the park"
+        ]
+        assert hits[0].score > hits[1].score
         assert mem.get_conversation_context(sid)[0]["turn_id"] == turn
         assert mem.get_session(sid).message_count == 3
 
