@@ -21,7 +21,7 @@ def main() -> None:
     with Memory(db, embedder=embedder) as mem, open(ack_path, "a", buffering=1) as ack:
         mem.ensure_session(session)
         if embedder != "none":  # embed while writing, as a server does (not only on first search)
-            mem.extensions["indexer"].start()
+            mem.start_background_work()
         for i in range(count):
             msg = mem.add(session, f"{session} pid {os.getpid()} message {i}")
             ack.write(f"{msg.id}\t{msg.content}\n")

@@ -156,6 +156,7 @@ def test_a_note_is_never_written_for_messages_forgotten_meanwhile(mem: Memory) -
 def test_promotion_is_off_the_hot_path_and_every_n_turns(tmp_path: Path) -> None:
     with Memory(tmp_path / "p.db", embedder="none", anchor_id=ANCHOR, promote_every=3) as mem:
         service = mem.extensions["notes"]
+        mem.start_background_work()  # as a long-running bot does: promote while it writes
         mem.add("room", "I love jazz.", author_id=ANCHOR)
         mem.add("room", "Nice.", role="assistant")
         mem.add("room", "I work at CERN.", author_id=ANCHOR)

@@ -57,7 +57,7 @@ def _chat(mem: Memory, sid: str = "chat", user: str = "u1", day: int = 0) -> lis
 def test_add_returns_before_embedding_and_flush_waits(tmp_path: Path) -> None:
     with Memory(tmp_path / "m.db", embedder="hashing", durability="normal") as mem:
         indexer = mem.extensions["indexer"]
-        indexer.flush(10)
+        mem.flush(10)  # starts background work: from now on writes are embedded as they come
         slow = SlowEmbedder(1.0)
         indexer.embedder = slow
         sid = mem.create_session()

@@ -131,6 +131,13 @@ class Memory:
         self.counter: TokenCounter = get_counter(self.settings.token_model)
         self._observers: list[Observer] = []
         self._background_observers: list[Observer] = []
+        # Observers that keep derived data (state, summaries, notes, vectors) and the
+        # appends they have not seen yet: see start_background_work().
+        self._derived_observers: list[Observer] = []
+        self._on_start: list[Callable[[], None]] = []
+        self._background_started = False
+        self._deferred: deque[tuple[Session, list[Message]]] = deque()
+        self._deferred_messages = 0
         self._dispatcher: threading.Thread | None = None
         # (closer, what to run instead at interpreter exit or None for the same)
         self._closers: list[tuple[Callable[[], None], Callable[[], None] | None]] = []
@@ -205,6 +212,8 @@ class Memory:
         *,
         on_close: Callable[[], None] | None = None,
         background: bool = False,
+        derived: bool = False,
+        on_start: Callable[[], None] | None = None,
     ) -> None:
         """Subscribe to durable appends (used by indexing, state and summaries).
 
@@ -212,18 +221,64 @@ class Memory:
         ``background=True`` observers run in order on one worker thread, so work
         such as state tracking never adds to the latency of ``add``;
         ``flush()`` waits for them.
+
+        ``derived=True`` marks an observer that keeps data derived from the log and
+        catches up from the log by itself (state, summaries, notes, vectors): it runs
+        only once background work has started (:meth:`start_background_work`), and then
+        first sees the appends made before. ``on_start`` runs at that moment.
+        Background observers are always derived.
         """
         if background:
             self._background_observers.append(observer)
-            self._start_dispatcher()
+        elif derived:
+            self._derived_observers.append(observer)
         else:
             self._observers.append(observer)
+        if on_start is not None:
+            self._on_start.append(on_start)
         if on_close is not None:
             self._closers.append((on_close, None))
 
-    def _start_dispatcher(self) -> None:
-        if self._dispatcher is not None:
+    #: Appends remembered for derived observers before background work starts; older ones
+    #: are dropped (the observers catch up from the log when next asked).
+    MAX_DEFERRED = 10_000
+
+    @property
+    def background_work_started(self) -> bool:
+        return self._background_started
+
+    def start_background_work(self) -> None:
+        """Keep derived data current from now on, on background threads: session state,
+        rolling summaries and checkpoints, long-term notes, vectors (the embedding model).
+
+        It starts by itself when this process first reads derived data (search, context,
+        hydrate, state, notes, flush) and when a server starts. A process that only writes
+        and reads windows never starts it, so it never loads the embedding model or the
+        language model: the next process that reads derived data catches up from the log.
+        Long-running writers (workers, bots) may call it at start.
+        """
+        if self._background_started or not self.enabled:
             return
+        with self._pending_lock:
+            if self._background_started:
+                return
+            self._background_started = True
+            deferred, self._deferred = self._deferred, deque()
+            self._deferred_messages = 0
+        for start in self._on_start:
+            try:
+                start()
+            except Exception:  # derived work must never break the caller
+                log.exception("memlane background start %r failed", start)
+        for session, stored in deferred:
+            self._notify_derived(session, stored)
+
+    def _start_dispatcher(self) -> None:
+        with self._pending_lock:  # writers on several threads may be the first at once
+            if self._dispatcher is None:
+                self._launch_dispatcher()
+
+    def _launch_dispatcher(self) -> None:
         self._dispatch_queue: queue.Queue[tuple[Session, list[Message]] | None] = queue.Queue()
 
         def run() -> None:
@@ -455,9 +510,26 @@ class Memory:
         return sum(len(m) for _, m, _ in self._pending)
 
     def _notify(self, session: Session, stored: list[Message]) -> None:
-        if self._dispatcher is not None:
-            self._dispatch_queue.put((session, stored))
         for observer in self._observers:
+            try:
+                observer(session, stored)
+            except Exception:  # derived work must never fail an acknowledged write
+                log.exception("memlane observer %r failed", observer)
+        if not self._background_started:
+            with self._pending_lock:
+                if not self._background_started:
+                    self._deferred.append((session, stored))
+                    self._deferred_messages += len(stored)
+                    while self._deferred_messages > self.MAX_DEFERRED and len(self._deferred) > 1:
+                        self._deferred_messages -= len(self._deferred.popleft()[1])
+                    return
+        self._notify_derived(session, stored)
+
+    def _notify_derived(self, session: Session, stored: list[Message]) -> None:
+        if self._background_observers:
+            self._start_dispatcher()
+            self._dispatch_queue.put((session, stored))
+        for observer in self._derived_observers:
             try:
                 observer(session, stored)
             except Exception:  # derived work must never fail an acknowledged write
@@ -584,6 +656,7 @@ class Memory:
 
     def active_session_for(self, user_id: str | None, query: str | None = None) -> str:
         """The user's most recently active open session, or a new one (auto-create)."""
+        self.start_background_work()
         manager = self.extensions.get("sessions")
         if manager is not None:  # expiry, per-user cap, topic changes (memlane.state.sessions)
             return str(manager.active_session_for(user_id, query))
@@ -665,6 +738,7 @@ class Memory:
     @property
     def sessions(self) -> SessionManager:
         """Session lifecycle: expiry, per-user cap, topic-change detection."""
+        self.start_background_work()
         from memlane.state.sessions import sessions_of
 
         made = "sessions" not in self.extensions
@@ -675,12 +749,14 @@ class Memory:
 
     def get_state(self, session_id: str) -> SessionState:
         """The session's live state: topics, open loops, pending clarifications, job refs."""
+        self.start_background_work()
         from memlane.state.tracker import get_state
 
         return get_state(self, session_id)
 
     def resolve_references(self, query: str, session_id: str) -> Resolution:
         """Resolve "it", "deinen Vorschlag", "yes" ... in ``query`` against the session."""
+        self.start_background_work()
         from memlane.state.references import resolve_in_session
 
         return resolve_in_session(self, query, session_id)
@@ -710,6 +786,7 @@ class Memory:
         priorities: Sequence[str] | str | None = None,
     ) -> ContextPacket:
         """The context packet for the next LLM call; ``packet.to_messages()`` fits ``max_tokens``."""
+        self.start_background_work()
         from memlane.context.packet import build_packet
 
         if priorities is None:  # the configured order (settings.context_priorities), if any
@@ -723,12 +800,14 @@ class Memory:
         self, session_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> ContextPacket:
         """Startup hydration (PRD §5): checkpoint or log -> packet; marks the session resuming."""
+        self.start_background_work()
         from memlane.state.checkpoint import hydrate
 
         return hydrate(self, session_id, query=query, max_tokens=max_tokens)
 
     def shutdown(self, session_id: str | None = None, *, close: bool = False) -> dict[str, Any]:
         """Clean shutdown (PRD §6): final summary, state, checkpoint; marks shutdown_clean."""
+        self.start_background_work()
         from memlane.state.checkpoint import shutdown
 
         return shutdown(self, session_id, close=close)
@@ -747,6 +826,8 @@ class Memory:
 
     def _notes(self) -> NotesService:
         from memlane.notes.service import NotesService
+
+        self.start_background_work()
 
         service = self.extensions.get("notes")
         if not isinstance(service, NotesService):
@@ -796,6 +877,7 @@ class Memory:
 
     def maintain(self, *, dry_run: bool = False) -> MaintainReport:
         """Apply the lifecycle limits once: archive, prune, trim (see rooms/lifecycle.py)."""
+        self.start_background_work()
         from memlane.rooms.lifecycle import maintain
 
         return maintain(self, dry_run=dry_run)
@@ -884,6 +966,7 @@ class Memory:
         min_score: float | None = None,
     ) -> list[SearchHit]:
         """Search all past conversations. Keyword (BM25) unless a recall engine is attached."""
+        self.start_background_work()  # a process that searches keeps derived data current
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
         if top_k < 1:
@@ -940,7 +1023,9 @@ class Memory:
         return transfer.import_sessions(self, text, fmt, on_conflict=on_conflict)
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait for background work (indexing) and retry writes held in fail-open mode."""
+        """Start background work (see start_background_work), wait for it (indexing, state,
+        summaries, notes) and retry writes held in fail-open mode."""
+        self.start_background_work()
         self._retry_pending()
         self._drain_dispatcher(timeout)
         flusher = self.extensions.get("flush")

@@ -583,7 +583,7 @@ def attach(mem: Memory) -> None:
     mem.extensions["summaries"] = manager
     mem.extensions["checkpoints"] = checkpoints
     mem.add_observer(checkpoints.observe_status)
-    mem.add_observer(manager.observe, on_close=manager.close)
+    mem.add_observer(manager.observe, on_close=manager.close, derived=True)
     hooks = mem.extensions.setdefault("forget_hooks", [])
     hooks.append(manager.forget)
     hooks.append(checkpoints.forget)

@@ -44,6 +44,7 @@ from memlane.context.keyphrases import (
 )
 from memlane.errors import InvalidInputError
 from memlane.models import Message
+from memlane.patterns import lazy_compile
 
 if TYPE_CHECKING:
     import httpx
@@ -95,12 +96,12 @@ def _check_budget(max_tokens: int | None) -> None:
 
 # ------------------------------------------------------------------ cleaning
 
-_URL_RE = re.compile(r"https?://\S+|www\.\S+")
-_EMOTICON_RE = re.compile(r"(?<!\w)(?:[:;=8][-'^]?[)(\]\[dDpPoO/\\|*]+|<3+|\^_?\^|xD+|XD+)(?!\w)")
-_SPACE_RE = re.compile(r"\s+")
+_URL_RE = lazy_compile(r"https?://\S+|www\.\S+")
+_EMOTICON_RE = lazy_compile(r"(?<!\w)(?:[:;=8][-'^]?[)(\]\[dDpPoO/\\|*]+|<3+|\^_?\^|xD+|XD+)(?!\w)")
+_SPACE_RE = lazy_compile(r"\s+")
 # A sentence ends at . ! ? (or an ellipsis) followed by space; quotes and
 # brackets may close it. Newlines always end one.
-_SPLIT_RE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\s*\n+\s*")
+_SPLIT_RE = lazy_compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\s*\n+\s*")
 _ABBREVIATIONS = frozenset(
     """
     mr mrs ms dr st jr sr prof vs etc e.g i.e approx no fig inc ltd co mt ft
@@ -108,7 +109,7 @@ _ABBREVIATIONS = frozenset(
 )
 
 
-_EMOJI_RE = re.compile(
+_EMOJI_RE = lazy_compile(
     "[\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF\u200D\uFE0E\uFE0F\u20E3\u2190-\u21FF]+"
 )
 
@@ -156,7 +157,7 @@ _FILLER_PUNCT = (
     r"bye|take care|see you|see ya|good night|good morning|right|anyway|anyways|honestly|"
     r"guess what|you know what|by the way|btw"
 )
-_LEADING_FILLER_RE = re.compile(
+_LEADING_FILLER_RE = lazy_compile(
     rf"^(?:(?:(?:{_FILLER_ANY})\b[\s,!.~-]*|(?:{_FILLER_PUNCT})\s*[,!.~-]+\s*))+",
     re.IGNORECASE,
 )
@@ -297,8 +298,8 @@ _PRONOUN_RE, _PRONOUN_TABLE = _compile(
     (("s", _SPEAKER_FORMS), ("g", _GROUP_FORMS), ("a", _ADDRESSEE_FORMS))
 )
 _PRONOUN_RE_NO_ADDRESSEE, _ = _compile((("s", _SPEAKER_FORMS), ("g", _GROUP_FORMS)))
-_PRONOUN_START_RE = re.compile(r"(?i)\b(?=i\b|i'|im\b|m[ey]\b|mine\b|myself\b|we\b|we'|our|us\b|y(?:ou|'all))")
-_CONJ_RE = re.compile(rf"^(\w+)((?i:{_ADV}))\s+([a-zA-Z]+)$")
+_PRONOUN_START_RE = lazy_compile(r"(?i)\b(?=i\b|i'|im\b|m[ey]\b|mine\b|myself\b|we\b|we'|our|us\b|y(?:ou|'all))")
+_CONJ_RE = lazy_compile(rf"^(\w+)((?i:{_ADV}))\s+([a-zA-Z]+)$")
 
 
 def _conjugated(text: str, name: str) -> str:
@@ -384,8 +385,8 @@ def _speaker_of(msg: Message) -> str:
     )
 
 
-_LOWER_WORD_RE = re.compile(r"\b[a-z][a-z'-]*\b")
-_CAPITALISED_RE = re.compile(r"\b[A-Z][a-z]{2,}\b")
+_LOWER_WORD_RE = lazy_compile(r"\b[a-z][a-z'-]*\b")
+_CAPITALISED_RE = lazy_compile(r"\b[A-Z][a-z]{2,}\b")
 
 
 def _name_forms(speakers: Sequence[str], texts: Sequence[str]) -> frozenset[str]:
@@ -401,8 +402,8 @@ def _name_forms(speakers: Sequence[str], texts: Sequence[str]) -> frozenset[str]
     return frozenset(forms)
 
 
-_FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|we|our|us|we're|we've)\b")
-_SECOND_PERSON_RE = re.compile(r"(?i)\b(?:you|your|you're|you've|yours)\b")
+_FIRST_PERSON_RE = lazy_compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|we|our|us|we're|we've)\b")
+_SECOND_PERSON_RE = lazy_compile(r"(?i)\b(?:you|your|you're|you've|yours)\b")
 _CONTENT_MIN = 2
 
 
@@ -445,7 +446,7 @@ def _looks_english(texts: Sequence[str]) -> bool:
 
 # Intensifiers and hedges: they carry the speaker's tone, not the content, and a
 # summary reads better (and shorter) without them.
-_INTENSIFIER_RE = re.compile(
+_INTENSIFIER_RE = lazy_compile(
     r"(?i)\b(?:really|super|totally|actually|literally|definitely|absolutely|honestly|"
     r"kinda|just|truly|seriously|basically)\s+"
     r"|\bso\s+(?=(?:much|many|happy|glad|proud|excited|great|cool|awesome|amazing|good|"
@@ -453,18 +454,18 @@ _INTENSIFIER_RE = re.compile(
     r"powerful|special|lucky|busy|relaxing|rewarding|stressful|tired|sorry|true|"
     r"fulfilling|meaningful|peaceful|exciting)\b)"
 )
-_SUBJECT_RE = re.compile(r"^(?:[A-Z][\w'-]*|They|It|There|This|That|These|Those|He|She)\b")
+_SUBJECT_RE = lazy_compile(r"^(?:[A-Z][\w'-]*|They|It|There|This|That|These|Those|He|She)\b")
 
 
 ATTRIBUTION = " said "
-_EXCLAIM_RE = re.compile(r"\s*[!?.]*![!?.]*$")
+_EXCLAIM_RE = lazy_compile(r"\s*[!?.]*![!?.]*$")
 _PAST_STARTS = frozenset(
     """
     went got had made took saw did found met bought came left ran tried started finished
     spent felt thought heard told gave won lost read wrote built kept joined visited signed
     """.split()
 )
-_NO_SUBJECT_RE = re.compile(r"^([A-Z][a-z]+)\b(?!')")
+_NO_SUBJECT_RE = lazy_compile(r"^([A-Z][a-z]+)\b(?!')")
 
 
 def _add_subject(text: str, common: frozenset[str]) -> str:
@@ -493,7 +494,7 @@ def _add_subject(text: str, common: frozenset[str]) -> str:
     return text
 
 
-_HAS_SUBJECT_RE = re.compile(r"^[^,.;!?]*,\s*(?:I|we|they|he|she|it)\b")
+_HAS_SUBJECT_RE = lazy_compile(r"^[^,.;!?]*,\s*(?:I|we|they|he|she|it)\b")
 _FINITE = frozenset(
     """
     is was are were has have had made makes make helps helped gives gave feels felt means
@@ -513,7 +514,7 @@ def _lower_first(text: str, common: frozenset[str]) -> str:
 
 
 # "It's awesome - ", "That's so cool! ": a reaction in front of the content.
-_REACTION_RE = re.compile(
+_REACTION_RE = lazy_compile(
     r"^(?:it's|that's|this is|that is|it is|it was|that was|this was|sounds|looks)\s+"
     r"(?:\w+\s+)?(?:awesome|great|amazing|cool|fantastic|wonderful|incredible|nice|"
     r"lovely|beautiful|good|fun|crazy|wild|sweet|terrific|brilliant|exciting|inspiring)"
@@ -636,7 +637,7 @@ def _disclosure(raw: str, weights: RankWeights) -> float:
     return 1.0
 
 
-_SPECIFIC_RE = re.compile(r"(?<=\w )[A-Z][a-z]+|\d")
+_SPECIFIC_RE = lazy_compile(r"(?<=\w )[A-Z][a-z]+|\d")
 
 
 def _specificity(raw: str, names: frozenset[str], weights: RankWeights) -> float:

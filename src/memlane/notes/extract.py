@@ -30,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 from memlane.context.keyphrases import STOPWORDS, normalize_term
 from memlane.models import Message
 from memlane.notes.models import NOTE_KINDS, Facet, NoteCandidate
+from memlane.patterns import lazy_compile
 
 __all__ = [
     "ExtractionContext",
@@ -82,8 +83,8 @@ class Extractor(Protocol):
 
 # --------------------------------------------------------------------- text helpers
 
-_URL_RE = re.compile(r"\bhttps?://[^\s<>\"'`)\]]+", re.IGNORECASE)
-_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_URL_RE = lazy_compile(r"\bhttps?://[^\s<>\"'`)\]]+", re.IGNORECASE)
+_SENTENCE_RE = lazy_compile(r"(?<=[.!?])\s+|\n+")
 _ARTICLES = frozenset(
     "the a an some my our your his her their this that these those der die das den dem des "
     "ein eine einen einem einer kein keine keinen keinem keiner mein meine meinen meinem".split()
@@ -93,7 +94,7 @@ _PREPOSITIONS = frozenset(
     "in at on with for during when before after from than over to instead because but and or "
     "while if im am zum zur beim mit für auf bei nach vor als statt weil aber und oder wenn".split()
 )
-_TRAILING_FILLERS = re.compile(
+_TRAILING_FILLERS = lazy_compile(
     r"(?:\s+(?:very much|so much|a lot|too|as well|anymore|any more|now|these days|nowadays|"
     r"instead|actually|really|though|either|lately|again|jetzt|nicht mehr|mehr|inzwischen|"
     r"mittlerweile|sehr|total|auch|lieber|eigentlich|gerade|wirklich|nun|übrigens|"
@@ -102,7 +103,7 @@ _TRAILING_FILLERS = re.compile(
     r"recently|a while ago|\w+ ago|letzte woche|letzten monat|letztes jahr|seit kurzem|gestern|heute))+$",
     re.IGNORECASE,
 )
-_CLAUSE_BREAK = re.compile(
+_CLAUSE_BREAK = lazy_compile(
     r"\s*(?:,|;|:|\s-\s|\s–\s|\bbut\b|\band\s+(?:i\s+|also\s+)?(?:love|like|enjoy|hate|prefer|work|live|moved|have|am)\b|\bbecause\b|\bsince\b|\bso that\b|\bwhich\b|\bwho\b|"
     r"\baber\b|\bweil\b|\bdenn\b|\bda\b|\bdas ist\b|\bund ich\b|\band i\b)",
     re.IGNORECASE,
@@ -110,14 +111,14 @@ _CLAUSE_BREAK = re.compile(
 _PRONOUNS = frozenset(
     "it that this them those these him her one es das dies ihn sie ihm ihr so".split()
 )
-_HEDGES = re.compile(
+_HEDGES = lazy_compile(
     r"\b(?:maybe|perhaps|might|if|would|could|probably|not sure|i guess|i think|"
     r"vielleicht|eventuell|wenn|falls|würde|könnte|wahrscheinlich|glaube ich)\b",
     re.IGNORECASE,
 )
 
 
-_CLAUSES = re.compile(
+_CLAUSES = lazy_compile(
     r"[,;]\s*(?=(?:I|ich|we|wir)\b)|\s+(?:but|and|aber|und|doch)\s+(?=(?:I|ich|we|wir)\b)",
     re.IGNORECASE,
 )
@@ -199,7 +200,7 @@ def object_key(value: str | None) -> str:
     return " ".join(_DE_EN_OBJECTS.get(w, w) for w in _head(value or "").split())
 
 
-_MY = re.compile(r"\bmy\b", re.IGNORECASE)
+_MY = lazy_compile(r"\bmy\b", re.IGNORECASE)
 
 
 def _norm_text(text: str) -> str:
@@ -231,101 +232,101 @@ _I = r"(?:^|(?<=[\s,;:(]))"
 # A value runs to the end of the sentence; a dot inside a word (an e-mail, a domain,
 # "v1.2") does not end it.
 _V = r"(?:[^.!?]|[.!?](?=\w))+"
-_EN_POS = re.compile(
+_EN_POS = lazy_compile(
     _I + r"I(?:'m| am)?\s+(?:really\s+|truly\s+|absolutely\s+|also\s+|still\s+|now\s+|actually\s+)?"
     r"(?P<verb>love|like|enjoy|adore|prefer)s?\s+(?P<obj>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_NEG = re.compile(
+_EN_NEG = lazy_compile(
     _I + r"I\s+(?:(?:really\s+|absolutely\s+|just\s+|actually\s+)?(?P<verb>hate|dislike|detest|can't stand|cannot stand)"
     r"|(?:don't|do not|no longer|didn't ever|never)\s+(?:really\s+)?(?P<verb2>like|love|enjoy|prefer))\s+"
     r"(?P<obj>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_NOT_FAN = re.compile(
+_EN_NOT_FAN = lazy_compile(
     _I + r"I(?:'m| am)\s+(?P<neg>not\s+|no longer\s+)?(?:a\s+(?:big\s+|huge\s+)?fan of|into)\s+(?P<obj>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_SWITCH = re.compile(
+_EN_SWITCH = lazy_compile(
     _I + r"I(?:'ve| have)?\s+(?:switched|changed|moved on)\s+from\s+(?P<old>" + _V + r"?)\s+to\s+(?P<obj>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_FAV = re.compile(
+_EN_FAV = lazy_compile(
     r"\bmy\s+(?:new\s+|current\s+|all-time\s+)?favou?rite\s+(?P<cat>[\w\s-]{1,30}?)\s+(?:is|are)\s+(?:now\s+)?(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_ATTR = re.compile(
+_EN_ATTR = lazy_compile(
     r"\bmy\s+(?:new\s+)?(?P<attr>[a-z][\w\s-]{0,30}?)\s+(?:is|are)\s+(?:now\s+)?(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_NAME = re.compile(r"\b(?:call me|my name's)\s+(?P<val>[^.!?,]+)", re.IGNORECASE)
-_EN_WORK = re.compile(
+_EN_NAME = lazy_compile(r"\b(?:call me|my name's)\s+(?P<val>[^.!?,]+)", re.IGNORECASE)
+_EN_WORK = lazy_compile(
     _I + r"I(?:'m| am)?\s+(?:now\s+|currently\s+|still\s+)?(?:work(?:ing)?|started working|got a job|took a job)\s+"
     r"(?:at|for|with)\s+(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_HOME = re.compile(
+_EN_HOME = lazy_compile(
     _I + r"I(?:'ve| have|'m| am)?\s+(?:just\s+|recently\s+|finally\s+|now\s+)?"
     r"(?P<verb>moved|relocated|live|living|settled)\s+(?:to|in)\s+(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_FROM = re.compile(_I + r"I(?:'m| am)\s+(?:originally\s+)?from\s+(?P<val>" + _V + r")", re.IGNORECASE)
-_EN_ALLERGY = re.compile(_I + r"I(?:'m| am)\s+allergic to\s+(?P<val>" + _V + r")", re.IGNORECASE)
-_EN_IS_A = re.compile(
+_EN_FROM = lazy_compile(_I + r"I(?:'m| am)\s+(?:originally\s+)?from\s+(?P<val>" + _V + r")", re.IGNORECASE)
+_EN_ALLERGY = lazy_compile(_I + r"I(?:'m| am)\s+allergic to\s+(?P<val>" + _V + r")", re.IGNORECASE)
+_EN_IS_A = lazy_compile(
     _I + r"I(?:'m| am)\s+(?:a|an)\s+(?P<val>" + _V + r")", re.IGNORECASE,
 )
-_EN_DECISION = re.compile(
+_EN_DECISION = lazy_compile(
     r"\b(?:we|I)\s+(?:have\s+|'ve\s+)?(?:decided|agreed|settled)\s+(?:to|on|that)?\s*(?P<val>" + _V + r")"
     r"|\blet's go with\s+(?P<val2>" + _V + r")|\bdecision:\s*(?P<val3>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_COMMIT = re.compile(
+_EN_COMMIT = lazy_compile(
     _I + r"I(?:'ll| will| promise to| am going to|'m going to)\s+(?!be\b|see\b|think\b|try\b|let\b|have a look\b)"
     r"(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_EN_REMIND = re.compile(r"\bremind me to\s+(?P<val>" + _V + r")", re.IGNORECASE)
+_EN_REMIND = lazy_compile(r"\bremind me to\s+(?P<val>" + _V + r")", re.IGNORECASE)
 
-_DE_POS = re.compile(
+_DE_POS = lazy_compile(
     r"\bich\s+(?P<verb>mag|liebe|bevorzuge|(?:trinke|esse|höre|lese|spiele|sehe)\s+"
     r"(?:jetzt\s+|nun\s+|inzwischen\s+|mittlerweile\s+|auch\s+|eigentlich\s+)?(?:sehr\s+)?"
     r"(?:gern|gerne|lieber|am liebsten))\s+"
     r"(?P<obj>" + _V + r")",
     re.IGNORECASE,
 )
-_DE_NEG = re.compile(
+_DE_NEG = lazy_compile(
     r"\bich\s+(?:(?P<hate>hasse|verabscheue)\s+(?P<obj1>" + _V + r")"
     r"|(?:mag|trinke|esse)\s+(?:kein|keine|keinen)\s+(?P<obj2>" + _V + r")"
     # obj3 stops at a comma: "ich mag Kaffee, nicht Tee" turns down the tea, not the coffee
     r"|mag\s+(?P<obj3>[^.!?,]+?)\s+(?:nicht|nicht mehr|gar nicht)(?:\s|$|[.!?,]))",
     re.IGNORECASE,
 )
-_DE_FAV = re.compile(
+_DE_FAV = lazy_compile(
     r"\bmein(?:e|en)?\s+(?:neues?\s+|neuer\s+)?lieblings(?P<cat>\w+)\s+(?:ist|sind)\s+(?:jetzt\s+|nun\s+)?(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_DE_ATTR = re.compile(
+_DE_ATTR = lazy_compile(
     r"\bmein(?:e)?\s+(?:neue[rs]?\s+)?(?P<attr>\w+)\s+(?:ist|sind|lautet)\s+(?:jetzt\s+|nun\s+)?(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_DE_NAME = re.compile(r"\bich\s+heiße\s+(?P<val>[^.!?,]+)", re.IGNORECASE)
-_DE_WORK = re.compile(
+_DE_NAME = lazy_compile(r"\bich\s+heiße\s+(?P<val>[^.!?,]+)", re.IGNORECASE)
+_DE_WORK = lazy_compile(
     r"\bich\s+arbeite\s+(?:jetzt\s+|seit\s+\w+\s+|inzwischen\s+)?(?:bei|für)\s+(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_DE_HOME = re.compile(
+_DE_HOME = lazy_compile(
     r"\bich\s+(?:(?:wohne|lebe)\s+(?:jetzt\s+|inzwischen\s+|seit\s+\w+\s+)?in\s+(?P<val1>" + _V + r")"
     r"|bin\s+(?:nach\s+(?P<val2>" + _V + r"?)\s+gezogen|umgezogen\s+nach\s+(?P<val3>" + _V + r"))"
     r"|ziehe\s+nach\s+(?P<val4>" + _V + r"))",
     re.IGNORECASE,
 )
-_DE_FROM = re.compile(r"\bich\s+komme\s+(?:ursprünglich\s+)?aus\s+(?P<val>" + _V + r")", re.IGNORECASE)
-_DE_ALLERGY = re.compile(r"\bich\s+bin\s+allergisch\s+gegen\s+(?P<val>" + _V + r")", re.IGNORECASE)
-_DE_DECISION = re.compile(
+_DE_FROM = lazy_compile(r"\bich\s+komme\s+(?:ursprünglich\s+)?aus\s+(?P<val>" + _V + r")", re.IGNORECASE)
+_DE_ALLERGY = lazy_compile(r"\bich\s+bin\s+allergisch\s+gegen\s+(?P<val>" + _V + r")", re.IGNORECASE)
+_DE_DECISION = lazy_compile(
     r"\bwir\s+haben\s+(?:uns\s+)?(?:beschlossen|entschieden|vereinbart|geeinigt)\s*,?\s*(?:dass\s+|für\s+|auf\s+)?(?P<val>" + _V + r")",
     re.IGNORECASE,
 )
-_DE_COMMIT = re.compile(
+_DE_COMMIT = lazy_compile(
     r"\bich\s+(?:werde|kümmere mich um|verspreche,?)\s+(?P<val>" + _V + r")", re.IGNORECASE,
 )
 
@@ -584,8 +585,8 @@ def _dedupe(cands: list[NoteCandidate]) -> list[NoteCandidate]:
 # --------------------------------------------------------------------- facets
 
 _CAP = r"[A-ZÄÖÜ][\w'’-]+"
-_ENTITY_RE = re.compile(rf"\b{_CAP}(?:\s+(?:(?:of|von|de|van|der|the)\s+)?{_CAP})*")
-_DATE_RE = re.compile(
+_ENTITY_RE = lazy_compile(rf"\b{_CAP}(?:\s+(?:(?:of|von|de|van|der|the)\s+)?{_CAP})*")
+_DATE_RE = lazy_compile(
     r"\b(?:\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2})?|\d{1,2}\.\s?\d{1,2}\.(?:\d{2,4})?|"
     r"\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*(?:\s+\d{4})?|"
     r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\s+\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?|"

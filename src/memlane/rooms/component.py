@@ -94,13 +94,16 @@ def attach(mem: Memory) -> None:
     mem.extensions["notes"] = service
     mem.extensions.setdefault("forget_hooks", []).append(service.on_forget)
 
-    def observe(session: Session, stored: list[Message]) -> None:
+    def unarchive(session: Session, stored: list[Message]) -> None:
         if session.status == "archived" and any(m.id is not None for m in stored):
             notes.unarchive_session(session.id)  # a room that speaks again is active again
+
+    def promote(session: Session, stored: list[Message]) -> None:
         if mem.settings.notes_enabled:
             promoter.observe(session, stored)
 
-    mem.add_observer(observe, on_close=promoter.close)
+    mem.add_observer(unarchive)
+    mem.add_observer(promote, on_close=promoter.close, derived=True)
 
     previous = mem.extensions.get("flush")
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memlane.errors import InvalidInputError
-from memlane.models import Message, MessageFilter, SearchHit
+from memlane.models import Message, SearchHit
 from memlane.search.documents import RECIPE
 from memlane.search.embedders import MINILM_F32_MODEL_ID, Embedder, MiniLMEmbedder, get_embedder
 from memlane.search.engine import RecallEngine
@@ -97,7 +97,9 @@ def attach(mem: Memory) -> None:
     if embedder is not None and index is not None:
         check_model(index, model_info(embedder))  # raises EmbedderMismatchError
         indexer = Indexer(mem.store, index, embedder)
-        mem.add_observer(indexer.observe)
+        # The worker starts with the rest of the background work (a search, a context read,
+        # flush, a server), so a process that only writes never loads the model.
+        mem.add_observer(indexer.observe, derived=True, on_start=indexer.start)
         # At exit without close(): no more embedding; the next start's backlog scan resumes it.
         mem.add_closer(indexer.close, at_exit=indexer.stop)
         mem.extensions.setdefault("forget_hooks", []).append(indexer.forget)
@@ -106,13 +108,7 @@ def attach(mem: Memory) -> None:
     mem.add_closer(engine.close)
     mem.add_observer(lambda _session, msgs: engine.note_authors(msgs))
     mem.extensions["recall"] = engine
-
-    def search(query: str, flt: MessageFilter, top_k: int) -> list[SearchHit]:
-        if indexer is not None:  # a process that searches keeps its vectors up to date
-            indexer.start()
-        return engine.search(query, flt, top_k)
-
-    mem.extensions["search"] = search
+    mem.extensions["search"] = engine.search
 
     def flush(timeout: float | None) -> None:
         if indexer is not None:

@@ -52,11 +52,10 @@ def is_loopback(host: str) -> bool:
 
 def _warm_up(mem: Memory) -> None:
     """A server lives long: load now what a short script defers (the token vocabulary, so
-    writes cache their counts; the embedding worker, so new messages get vectors soon)."""
+    writes cache their counts) and keep derived data (state, summaries, notes, vectors)
+    current as clients write."""
     mem.counter.count("warm up")
-    indexer = mem.extensions.get("indexer")
-    if indexer is not None:
-        indexer.start()
+    mem.start_background_work()
 
 
 def create_app(

@@ -23,18 +23,19 @@ from dataclasses import dataclass
 
 from memlane.language import STOPWORDS, sentences
 from memlane.models import Message
+from memlane.patterns import lazy_compile
 
 __all__ = ["Antecedent", "find_person", "find_place", "find_time", "gender_of", "noun_genders"]
 
 _I = re.IGNORECASE | re.UNICODE
 _NAME = r"[A-ZÄÖÜ][\wäöüß.-]*(?:\s+[A-ZÄÖÜ0-9][\wäöüß.-]*){0,2}"
-_PLACE = re.compile(
+_PLACE = lazy_compile(
     r"\b(?:in|at|to|from|near|im|in\s+der|in\s+dem|nach|bei|beim|aus|am)\s+(?:the\s+)?(" + _NAME + r")",
     re.UNICODE,
 )
-_PLACE_LOWER = re.compile(r"\b(?:at|in|to)\s+the\s+((?:[a-z]+\s+){0,2}[a-z]+)\b", re.UNICODE)
-_SENTENCE_END_NAME = re.compile(r"\b(?:is|are|was|ist|sind|war)\s+(" + _NAME + r")\s*[.!]?\s*$", re.UNICODE)
-_TIME = re.compile(
+_PLACE_LOWER = lazy_compile(r"\b(?:at|in|to)\s+the\s+((?:[a-z]+\s+){0,2}[a-z]+)\b", re.UNICODE)
+_SENTENCE_END_NAME = lazy_compile(r"\b(?:is|are|was|ist|sind|war)\s+(" + _NAME + r")\s*[.!]?\s*$", re.UNICODE)
+_TIME = lazy_compile(
     r"\b(?:(?:last|next|this|on|letzten|nächsten|diesen|am)\s+)?"
     r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday|montag|dienstag|mittwoch|"
     r"donnerstag|freitag|samstag|sonntag|yesterday|gestern|vorgestern|"
@@ -44,7 +45,7 @@ _TIME = re.compile(
     r"|\b(?:last|letzte[nm]?|vorige[nm]?)\s+(?:week|month|year|woche|monat|jahr)\b",
     _I,
 )
-_PERSON = re.compile(
+_PERSON = lazy_compile(
     r"\b(sister|mother|mom|mum|daughter|wife|girlfriend|aunt|grandmother|niece|"
     r"brother|father|dad|son|husband|boyfriend|uncle|grandfather|nephew|friend|colleague|boss|"
     r"schwester|mutter|tochter|frau|freundin|tante|oma|großmutter|nichte|kollegin|chefin|"
@@ -64,7 +65,7 @@ _ARTICLE_GENDER = {
     "der": "m", "den": "m", "einen": "m", "dieser": "m", "diesen": "m", "ein": "mn", "dem": "mn",
     "einem": "mn", "die": "f", "eine": "f", "einer": "f", "diese": "f", "das": "n", "dieses": "n",
 }
-_GERMAN_NP = re.compile(
+_GERMAN_NP = lazy_compile(
     r"\b((?i:der|den|dem|die|das|ein|eine|einen|einem|einer|dieser|diesen|diese|dieses))\s+"
     r"(?:[a-zäöüß]+(?:e|en|er|es|em)\s+)?([A-ZÄÖÜ][\wäöüß-]*(?:\s+[A-Za-z0-9][\w.-]*)?)",
     re.UNICODE,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from memlane.errors import InvalidInputError
 from memlane.language import stem
 from memlane.models import JSON, Message
+from memlane.patterns import lazy_compile
 from memlane.state import antecedents as ante
 from memlane.state import language as lang
 from memlane.state.tracker import extract_job_refs, get_state
@@ -188,24 +189,24 @@ class Resolution:
 
 # --------------------------------------------------------------------- detection
 
-_CONFIRM_START = re.compile(
+_CONFIRM_START = lazy_compile(
     r"^\W*(?:(?:ok(?:ay)?|yes|sure|ja)\W+do\s+it(?!\s+again)|go\s+ahead|please\s+do|"
     r"let'?s\s+do\s+it|sounds\s+good|do\s+it(?=\W*$)|"
     r"yes|yeah|yep|yup|sure|ok(?:ay)?|alright|correct|exactly|"
     r"ja(?:wohl)?|genau|einverstanden|passt|gerne|richtig|stimmt|leg\s+los|klar)(?=\W|$)",
     _I,
 )
-_CONTINUE = re.compile(
+_CONTINUE = lazy_compile(
     r"\b(?:continue|proceed|go\s+on|carry\s+on|keep\s+going|mach\s+(?:bitte\s+)?weiter|"
     r"weitermachen|fahre?\s+fort)\b|^\W*weiter\W*$",
     _I,
 )
-_NEGATION_START = re.compile(
+_NEGATION_START = lazy_compile(
     r"^\W*(?:no|nope|nah|nein|nee)(?=\W|$)(?!\W+(?:problem|worries|idea|way|need|thanks|"
     r"danke|sorgen)\b)",
     _I,
 )
-_NEGATION_ANY = re.compile(
+_NEGATION_ANY = lazy_compile(
     r"\b(?:that(?:'s|\s+is)\s+(?:wrong|incorrect|not\s+(?:right|correct|it|what\s+I\s+meant))|"
     r"you(?:'re|\s+are)\s+wrong|not\s+what\s+I\s+meant|"
     r"das\s+(?:ist|war)\s+falsch|(?:das\s+)?stimmt\s+(?:so\s+)?nicht|das\s+meinte\s+ich\s+nicht|"
@@ -229,18 +230,18 @@ _NOUNS_DE = {
     "befehl": "command", "befehls": "command", "kommando": "command",
     "liste": "list", "optionen": "list",
 }
-_REF_EN = re.compile(
+_REF_EN = lazy_compile(
     r"\b(?:your|the\s+(?:previous|last|earlier)|that)\s+"
     r"(?:(?:last|previous|earlier|first|latest)\s+)?(" + "|".join(_NOUNS_EN) + r")\b",
     _I,
 )
-_REF_DE = re.compile(
+_REF_DE = lazy_compile(
     r"\b(?:dein|deine|deinen|deinem|deiner|ihr|ihre|ihren|ihrem|ihrer|"
     r"(?:der|die|den|dem|das)\s+(?:vorherige[nmrs]?|letzte[nmrs]?|vorige[nmrs]?))\s+"
     r"(?:(?:letzte[nmrs]?|vorherige[nmrs]?|erste[nmrs]?)\s+)?(" + "|".join(_NOUNS_DE) + r")\b",
     _I,
 )
-_SAID = re.compile(
+_SAID = lazy_compile(
     r"\b(?:what\s+did\s+you\s+(?:just\s+)?(?:say|suggest|mention|write|propose|recommend)|"
     r"was\s+hast\s+du\b(?:\s+[\w-]+){0,4}?\s+(?:gesagt|vorgeschlagen|geschrieben|erwähnt)|"
     r"was\s+du\b(?:\s+[\w-]+){1,4}?\s+(?:gesagt|vorgeschlagen|geschrieben|erwähnt)(?:\s+hast)?|"
@@ -256,21 +257,21 @@ _ORDINALS = {
     "zweites": 2, "dritte": 3, "dritten": 3, "dritter": 3, "drittes": 3, "vierte": 4,
     "vierten": 4, "letzte": -1, "letzten": -1,
 }
-_SELECT = re.compile(
+_SELECT = lazy_compile(
     r"\b(?:the|die|den|das|der)\s+(" + "|".join(_ORDINALS) + r")"
     r"(?:\s+(?:one|option|choice|item|variante|möglichkeit|punkt)\b|(?=\W*$))|"
     r"\b(?:option|number|nummer|nr\.?|punkt|variante)\s*(\d)\b|^\W*(\d)\W*$",
     _I,
 )
-_NAMED_ID = re.compile(r"\s*[-#]?\s*\d")
+_NAMED_ID = lazy_compile(r"\s*[-#]?\s*\d")
 _TASK_NOUNS = frozenset("task job ticket issue aufgabe auftrag vorgang".split())
 _COMMAND_NOUNS = frozenset("command befehl kommando".split())
 _TOOL_NOUNS = frozenset("tool werkzeug".split())
-_DEMONSTRATIVE_EN = re.compile(r"\b(that|this|these|those)\s+([a-z][\w-]*)", _I)
-_DEMONSTRATIVE_DE = re.compile(
+_DEMONSTRATIVE_EN = lazy_compile(r"\b(that|this|these|those)\s+([a-z][\w-]*)", _I)
+_DEMONSTRATIVE_DE = lazy_compile(
     r"\b(diese[nmrs]?|dieses|jene[nmrs]?)\s+([A-ZÄÖÜ][\wäöüß-]*)", re.UNICODE
 )
-_DEFINITE_TASK = re.compile(
+_DEFINITE_TASK = lazy_compile(
     r"\b(?:the\s+(?:task|job|ticket)|(?:die|der|den|dem)\s+(?:aufgabe|auftrag|job|ticket))\b|"
     # "the command", "the update command", "den Update-Befehl", "das Tool"
     r"\b(?:the|that|this)\s+(?:[\w-]+\s+)?(?:command|tool)\b|"
@@ -311,7 +312,7 @@ _THAT_CONJ_BEFORE = frozenset(
 _SUBJECTS = frozenset(
     "i you we they he she it the a an my your our their this there his her some".split()
 )
-_EXPLETIVE_EN = re.compile(
+_EXPLETIVE_EN = lazy_compile(
     r"\bit(?:'s|\s+is|\s+was)\s+(?:time|raining|snowing|late|early|possible|likely|important|"
     r"necessary|hard|easy|true|nice|great|good|fine|okay|ok)\b|"
     r"\bit\s+(?:seems|looks|depends|turns\s+out|appears|rains)\b|"
@@ -323,7 +324,7 @@ _EXPLETIVE_EN = re.compile(
     r"\bit(?:'s|\s+is|\s+was)\s+\w+\s+(?:to|that)\b",
     _I,
 )
-_EXPLETIVE_DE = re.compile(
+_EXPLETIVE_DE = lazy_compile(
     r"\bes\s+(?:gibt|geht|regnet|schneit|tut\s+mir\s+leid|sei\s+denn|kommt\s+darauf\s+an)\b|"
     r"\b(?:gibt|geht|ging|gab)\s+es\b|\bwie\s+geht'?s\b|"
     # weather, clock time and temperature: "regnet es", "wie spät ist es", "es ist kalt"
@@ -334,7 +335,7 @@ _EXPLETIVE_DE = re.compile(
     r"^\W*es\s+ist\s+[a-zäöüß]+\s*,",
     _I,
 )
-_PRONOUN_RE = re.compile(
+_PRONOUN_RE = lazy_compile(
     r"\b(it|that(?:'s)?|this|them|they|these|those|the\s+same(?:\s+thing)?|she|her|he|him|"
     r"es|das|dies|dieses|diese|ihn|ihm|ihr|sie|er|dasselbe|das\s+gleiche|selbiges|"
     # German pronominal adverbs point back like "it" with a preposition: "dafür" = "for it"
@@ -348,19 +349,19 @@ _PERSONAL = {"she": "f", "her": "f", "he": "m", "him": "m", "sie": "f", "ihr": "
 _GERMAN_PERSONAL = frozenset({"sie", "ihr", "er", "ihn", "ihm", "es"})
 # "there"/"dort"/"da" point to a place, "then"/"damals" to a time. Existential "there is" and
 # the conjunction "da" (a clause's first word: "Da es regnet, ...") do not.
-_PLACE_REF = re.compile(
+_PLACE_REF = lazy_compile(
     r"\bthere\b(?!\s*(?:is|are|was|were|'s|'re|will|must|might|may|seems?|should|could|has|have)\b)"
     r"|(?<=\w\s)\b(?:dort|da)\b(?!\s*,)|\bdort\b",
     _I,
 )
-_TIME_REF = re.compile(
+_TIME_REF = lazy_compile(
     r"\b(?:at\s+that\s+time|back\s+then|damals|zu\s+dem\s+zeitpunkt|zu\s+der\s+zeit)\b"
     r"|\bthen\b(?=\s*(?:too|as\s+well)?\s*[?.!]*\s*$)",
     _I,
 )
 # A fragment that only names a new object or place for the last action: "now for /var",
 # "und für Anna auch", "same for /tmp", "and now on the staging server".
-_FRAGMENT = re.compile(
+_FRAGMENT = lazy_compile(
     r"^\W*(?:(?:and|now|also|then|ok(?:ay)?|und|jetzt|nun|auch|dann|bitte)\W+)*"
     r"(?:(?:the\s+)?same(?:\s+thing)?|dasselbe|das\s+gleiche|genauso)?\s*"
     r"(?:for|on|in|with|at|für|auf|mit|bei|im)\b",
@@ -384,7 +385,7 @@ def _prev_word(text: str, start: int) -> str:
     return words[-1] if words else ""
 
 
-_FOLLOWING = re.compile(r"((?:\s+[\w'’-]+){0,3})")
+_FOLLOWING = lazy_compile(r"((?:\s+[\w'’-]+){0,3})")
 
 
 def _next_words(text: str, end: int, n: int = 2) -> list[str]:
@@ -497,13 +498,13 @@ def has_reference_cues(text: str) -> bool:
 
 # --------------------------------------------------------------------- candidates
 
-_CODE_RE = re.compile(r"`([^`\n]{2,200})`")
-_SHELL_LINE = re.compile(
+_CODE_RE = lazy_compile(r"`([^`\n]{2,200})`")
+_SHELL_LINE = lazy_compile(
     r"^\s*(?:\$\s+)?((?:sudo|apt|apt-get|systemctl|useradd|usermod|docker|git|pip|npm|kubectl|"
     r"rm|cp|mv|mkdir|chmod|chown|ls|cat|reboot|shutdown)\b[^\n]{0,200})$",
     re.MULTILINE,
 )
-_LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+(.{2,300})$", re.MULTILINE)
+_LIST_ITEM = lazy_compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+(.{2,300})$", re.MULTILINE)
 
 
 def _snip(text: str, limit: int = 160) -> str:
@@ -809,7 +810,7 @@ def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Cand
     ref.confidence = 0.4  # a descriptive phrase still reads fine unresolved
 
 
-_SEQUENCE = re.compile(r"\b(?:and\s+then|then|afterwards|after\s+that|und\s+dann|dann|danach|anschließend)\b", _I)
+_SEQUENCE = lazy_compile(r"\b(?:and\s+then|then|afterwards|after\s+that|und\s+dann|dann|danach|anschließend)\b", _I)
 
 
 def _one_plan(cands: list[Candidate]) -> list[Candidate]:
