@@ -1,6 +1,7 @@
 """Schemathesis against the OpenAPI document: no 5xx on any generated input, every
 refusal has the one error body, and every operation gets generated examples. Bounded by
-examples per operation so the whole file runs well under a minute."""
+examples per operation, not by wall time: on a loaded machine it takes longer, never less
+(the suite-wide pytest-timeout stays as the guard against a hang)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
@@ -61,7 +61,6 @@ def _assert_every_operation_ran(calls: dict[str, int], at_least: int) -> None:
     assert sum(calls.values()) > at_least
 
 
-@pytest.mark.timeout(90)
 def test_no_server_errors_on_generated_input(tmp_path: Path) -> None:
     mem = open_memory(tmp_path / "fuzz.db")
     # Some real data, so generated ids sometimes meet existing rows.
@@ -74,7 +73,6 @@ def test_no_server_errors_on_generated_input(tmp_path: Path) -> None:
     assert not failures, "\n".join(failures[:20])
 
 
-@pytest.mark.timeout(60)
 def test_no_server_errors_with_keys(tmp_path: Path) -> None:
     mem = open_memory(tmp_path / "fuzz-keys.db")
     key = new_key(mem, "fuzz")

@@ -16,6 +16,7 @@ from memlane.store import SQLiteStore, open_store
 from memlane.store.pg_embedded import EmbeddedPostgres
 from memlane.store.postgres import PostgresStore
 from memlane.store.postgres_schema import MIGRATIONS
+from tests.rendezvous import WORKER_RENDEZVOUS
 from tests.store_conformance import StoreConformance
 
 pytestmark = pytest.mark.postgres
@@ -208,23 +209,25 @@ def test_large_log_drops_the_most_frequent_terms_on_postgres(fresh_pg_store: Pos
 
 # ---------------------------------------------------------------- several OS processes
 
-_WORKER = r"""
+_WORKER = WORKER_RENDEZVOUS + r"""
 import sys, time
 from pathlib import Path
 from memlane import Memory
 url, name, n, barrier = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+other = "p2" if name == "p1" else "p1"
+
 with Memory.from_url(url, embedder="none") as mem:
     mem.ensure_session("shared")
     (barrier.parent / f"ready-{name}").touch()
-    # Both start writing only when the test opens the barrier: their windows overlap.
-    while not barrier.exists():
-        time.sleep(0.005)
+    wait_for(barrier)  # both start writing when the test opens the barrier
     started = time.time()
     for i in range(n):
         mem.add("shared", f"{name} shared note {i} about the lighthouse")
         mem.add(f"own-{name}", f"{name} own note {i}")
         if i % 10 == 0:
             assert mem.search("lighthouse", session_id="shared"), "search saw nothing"
+        if i == 0:
+            meet(barrier.parent, "wrote", name, other)  # overlapping windows, for sure
     ended = time.time()
 print(f"ok {started} {ended}")
 """
@@ -259,7 +262,7 @@ def test_two_processes_append_and_search_concurrently(
         word, started, ended = out.split()
         assert word == "ok"
         windows.append((float(started), float(ended)))
-    # They really ran at the same time: each started before the other finished.
+    # They ran at the same time: each started before the other finished.
     assert max(w[0] for w in windows) < min(w[1] for w in windows), windows
     s = fresh_pg_store
     assert s.count_messages("shared") == 2 * n

@@ -18,35 +18,42 @@ from memlane.state.tracker import get_state
 from memlane.store.base import LockTimeout
 from memlane.store.postgres import PostgresStore
 from tests.pg_fixture import truncate_all
+from tests.rendezvous import WORKER_RENDEZVOUS
 
 pytestmark = pytest.mark.postgres
 
 ANCHOR = "@jan:matrix.org"
 
-_WORKER = r"""
+_WORKER = WORKER_RENDEZVOUS + r"""
 import sys, time
 from pathlib import Path
 from memlane import Memory
 from memlane.store.postgres import PostgresStore
 
 mode, url, name, n, barrier = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), Path(sys.argv[5])
+other = "p2" if name == "p1" else "p1"
 
 
 def wait_for_barrier():
     (barrier.parent / f"ready-{name}").touch()
-    while not barrier.exists():
-        time.sleep(0.005)
+    wait_for(barrier)
     return time.time()
+
+
+def meet_after_first(i):
+    if i == 0:
+        meet(barrier.parent, f"{mode}-wrote", name, other)  # overlapping windows, for sure
 
 
 if mode == "counter":
     store = PostgresStore(url)
     started = wait_for_barrier()
-    for _ in range(n):
+    for i in range(n):
         with store.session_lock("shared", "counter"):
             value = store.get_derived("shared", "counter") or {"n": 0}
             time.sleep(0.001)  # widen the window a blind read-then-write would lose in
             store.put_derived("shared", "counter", {"n": value["n"] + 1})
+        meet_after_first(i)
     store.close()
 else:
     with Memory.from_url(url, embedder="none", anchor_id="@jan:matrix.org", anchor_name="JanHein",
@@ -56,6 +63,7 @@ else:
         for i in range(n):
             mem.add("shared", f"I moved to {cities[i % len(cities)]}.", author_id="@jan:matrix.org")
             mem.add("shared", f"{name} noted move {i}.", role="assistant")
+            meet_after_first(i)
         mem.flush(60)
 print(f"ok {started} {time.time()}")
 """
