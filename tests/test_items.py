@@ -4,10 +4,11 @@ read where memlane understands them, and never become empty placeholders in wind
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from memlane import InvalidInputError, Memory
+from memlane import InvalidInputError, Memory, NotFoundError
 from memlane.tokens import get_counter
 
 IMAGE = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"}
@@ -121,3 +122,36 @@ def test_items_survive_export_and_import_and_are_named_in_transcripts(mem: Memor
     transcript = mem.export_session(sid, "markdown")
     assert "_(message item with input_image, kept as given)_" in transcript
     assert "_(reasoning item, kept as given)_" in transcript
+
+
+def test_items_over_the_server_match_memory(tmp_path: Path) -> None:
+    from memlane.client import MemoryClient
+    from memlane.server.auth import key_store_for
+    from tests.server_support import new_key, open_memory, running_server
+
+    mem = open_memory(tmp_path / "server.db")
+    key_a, key_b = new_key(mem, "a"), new_key(mem, "b")
+    try:
+        with running_server(mem, keys=key_store_for(mem.store), require_auth=True) as url, \
+                MemoryClient(url, api_key=key_a) as remote, MemoryClient(url, api_key=key_b) as other:
+            remote.add_messages("s", RUN)
+            assert [m.to_item() for m in remote.items("s")] == RUN
+            assert [m.to_item() for m in remote.items("s", limit=2)] == RUN[-2:]
+            stored = remote.items("s")
+            assert stored[2].tool_calls == [{"id": "call_1", "type": "function",
+                                             "function": {"name": "look", "arguments": "{\"zoom\":2}"}}]
+            with pytest.raises(NotFoundError):
+                other.items("s")  # another tenant's session is not found
+            popped = remote.pop("s")
+            assert popped is not None and popped.to_item() == RUN[-1]
+            gone = remote.forget_at("s", 1)
+            assert gone is not None and gone.to_item() == RUN[1]
+            assert remote.forget_at("s", 99) is None
+            assert [m.to_item() for m in remote.replace_history("s", ANTHROPIC)] == ANTHROPIC
+            with pytest.raises(InvalidInputError):
+                remote.replace_history("s", [{"type": "function_call_output", "output": "no call id"}])
+            assert [m.to_item() for m in remote.items("s")] == ANTHROPIC  # bad input changed nothing
+            assert remote.forget_history("s") == len(ANTHROPIC)
+            assert remote.items("s") == [] and mem.store.message_ids("s", include_hidden=True) == []
+    finally:
+        mem.close()

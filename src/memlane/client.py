@@ -33,6 +33,7 @@ import httpx
 from memlane import errors
 from memlane.context.budget import BudgetReport
 from memlane.context.window import Window
+from memlane.items import is_item
 from memlane.models import Message, SearchHit, Session, Turn
 from memlane.notes.models import Facet, Note
 from memlane.rooms.handler import CommandResult
@@ -43,18 +44,14 @@ _SENT_FIELDS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "author_id", "author_name", "turn_id",
     "created_at", "metadata", "importance", "pinned",
 )
+#: What memlane reads from an item (sent inside the item, not beside it).
+_ITEM_READ_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
 #: Keys Memory accepts in a message dict but ignores (they come from the store).
 _STORE_FIELDS = frozenset({"id", "session_id", "hidden", "token_count"})
 
 #: Public Memory members the client does not offer, each with the reason. A test checks that
 #: every public Memory member is either a MemoryClient method or listed here.
 LOCAL_ONLY: dict[str, str] = {
-    # framework items (memlane.integrations run in-process, beside the store)
-    "items": "no route yet: the framework integrations use an in-process Memory",
-    "pop": "no route yet; see items",
-    "forget_at": "no route yet; see items",
-    "forget_history": "no route yet; forget_messages(ids) or delete_session do it over REST",
-    "replace_history": "no route yet; see items",
     # no REST route; lifecycle policy (idle expiry, per-user cap, topic changes) is the server's
     "get_active_session": "no route: session expiry and per-user caps run inside the server process",
     "active_session_for": "no route: same lifecycle policy as get_active_session",
@@ -147,7 +144,7 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
         author_id=d.get("author_id"), author_name=d.get("author_name"), turn_id=d.get("turn_id"),
         created_at=_time(d["created_at"]), metadata=dict(d.get("metadata") or {}),
         importance=float(d.get("importance") or 0.0), pinned=bool(d.get("pinned")),
-        hidden=bool(d.get("hidden")), token_count=d.get("token_count"),
+        hidden=bool(d.get("hidden")), token_count=d.get("token_count"), item=d.get("item"),
     )
 
 
@@ -242,6 +239,23 @@ def _message_body(message: MessageInput) -> dict[str, Any]:
             f"got {type(message).__name__}"
         )
     return {k: _jsonable(v) for k, v in raw.items() if v is not None}
+
+
+def _is_item(message: MessageInput) -> bool:
+    if isinstance(message, Message):
+        return message.item is not None
+    return isinstance(message, Mapping) and is_item(message)
+
+
+def _item_body(message: MessageInput) -> dict[str, Any]:
+    """A message for the items route: the framework item verbatim, memlane's own fields beside it."""
+    if isinstance(message, Mapping) and is_item(message):  # an item's "id" is its own, keep it
+        return {k: _jsonable(v) for k, v in message.items() if k not in _STORE_FIELDS - {"id"}}
+    if not isinstance(message, Message):
+        return _message_body(message)
+    own = {k: getattr(message, k) for k in _SENT_FIELDS if k not in _ITEM_READ_FIELDS}
+    base = message.to_item()
+    return {**{k: _jsonable(v) for k, v in own.items() if v is not None and v != {}}, **base}
 
 
 def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -356,10 +370,37 @@ class MemoryClient:
         return self.save_message(session_id, content)
 
     def add_messages(self, session_id: str, messages: Iterable[MessageInput]) -> list[Message]:
-        body = {"messages": [_message_body(m) for m in messages]}
-        if not body["messages"]:
+        listed = list(messages)
+        if not listed:
             return []
-        data = self._call("POST", f"/v1/sessions/{_seg(session_id)}/messages/batch", json=body)
+        if any(_is_item(m) for m in listed):  # framework items go through the items route, verbatim
+            data = self._call("POST", f"/v1/sessions/{_seg(session_id)}/items",
+                              json={"items": [_item_body(m) for m in listed]})
+        else:
+            data = self._call("POST", f"/v1/sessions/{_seg(session_id)}/messages/batch",
+                              json={"messages": [_message_body(m) for m in listed]})
+        return [message_from_dict(m) for m in data["messages"]]
+
+    # ------------------------------------------------------------ items (framework sessions)
+
+    def items(self, session_id: str, limit: int | None = None) -> list[Message]:
+        data = self._call("GET", f"/v1/sessions/{_seg(session_id)}/items", params={"limit": limit})
+        return [message_from_dict(m) for m in data["messages"]]
+
+    def pop(self, session_id: str) -> Message | None:
+        found = self._call("POST", f"/v1/sessions/{_seg(session_id)}/items/pop")["message"]
+        return message_from_dict(found) if found is not None else None
+
+    def forget_at(self, session_id: str, index: int) -> Message | None:
+        found = self._call("DELETE", f"/v1/sessions/{_seg(session_id)}/items/{int(index)}")["message"]
+        return message_from_dict(found) if found is not None else None
+
+    def forget_history(self, session_id: str) -> int:
+        return int(self._call("DELETE", f"/v1/sessions/{_seg(session_id)}/items")["count"])
+
+    def replace_history(self, session_id: str, messages: Iterable[MessageInput]) -> list[Message]:
+        data = self._call("PUT", f"/v1/sessions/{_seg(session_id)}/items",
+                          json={"items": [_item_body(m) for m in messages]})
         return [message_from_dict(m) for m in data["messages"]]
 
     def store_interaction(

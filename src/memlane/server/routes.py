@@ -179,6 +179,51 @@ def clear_messages(session_id: SessionId, v: View) -> dict[str, Any]:
     return {"count": v.clear_session(session_id)}
 
 
+@router.get("/sessions/{session_id}/items", response_model=s.MessageList, tags=["items"], responses=_ERRORS)
+def list_items(
+    session_id: SessionId, v: View, limit: Annotated[int | None, Query(ge=0, le=2**31)] = None,
+) -> dict[str, Any]:
+    """The newest ``limit`` visible messages (all without it), oldest first; ``item`` holds each
+    framework item exactly as it was given."""
+    return {"messages": [m.to_dict() for m in v.items(session_id, limit)], "tokens": None}
+
+
+@router.post("/sessions/{session_id}/items", status_code=201, response_model=s.MessageList, tags=["items"],
+             responses=_ERRORS)
+def append_items(session_id: SessionId, body: s.ItemsIn, v: View) -> dict[str, Any]:
+    """Append framework items (Responses items, content parts, Anthropic blocks) in one transaction."""
+    stored = v.add_messages(session_id, body.items)
+    return {"messages": [m.to_dict() for m in stored], "tokens": None}
+
+
+@router.put("/sessions/{session_id}/items", response_model=s.MessageList, tags=["items"], responses=_ERRORS)
+def replace_items(session_id: SessionId, body: s.ItemsIn, v: View) -> dict[str, Any]:
+    """Replace the whole history; the new items are checked before the old ones are deleted."""
+    stored = v.replace_history(session_id, body.items)
+    return {"messages": [m.to_dict() for m in stored], "tokens": None}
+
+
+@router.delete("/sessions/{session_id}/items", response_model=s.Count, tags=["items"], responses=_ERRORS)
+def forget_items(session_id: SessionId, v: View) -> dict[str, Any]:
+    """Delete every message of the session from disk (the session stays)."""
+    return {"count": v.forget_history(session_id)}
+
+
+@router.post("/sessions/{session_id}/items/pop", response_model=s.PoppedOut, tags=["items"], responses=_ERRORS)
+def pop_item(session_id: SessionId, v: View) -> dict[str, Any]:
+    """Remove the newest visible message and return it (null when there is none)."""
+    popped = v.pop(session_id)
+    return {"message": popped.to_dict() if popped is not None else None}
+
+
+@router.delete("/sessions/{session_id}/items/{index}", response_model=s.PoppedOut, tags=["items"],
+               responses=_ERRORS)
+def forget_item_at(session_id: SessionId, index: Annotated[int, Path(ge=-(2**31), le=2**31)], v: View) -> dict[str, Any]:
+    """Remove the visible message at ``index`` (0 oldest, -1 newest); null when out of range."""
+    gone = v.forget_at(session_id, index)
+    return {"message": gone.to_dict() if gone is not None else None}
+
+
 @router.get("/sessions/{session_id}/turns", response_model=s.TurnList, tags=["messages"], responses=_ERRORS)
 def list_turns(
     session_id: SessionId, v: View, limit: Annotated[int, Query(ge=1, le=s.MAX_LIST)] = 50

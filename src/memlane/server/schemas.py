@@ -298,6 +298,19 @@ class MessageOut(BaseModel):
     pinned: bool
     hidden: bool
     token_count: int | None
+    item: JsonObject | None = Field(None, description="The framework item the message was given as, verbatim.")
+
+
+class ItemsIn(_In):
+    items: list[JsonObject] = Field(
+        ..., max_length=MAX_LIST,
+        description="Framework items kept verbatim: OpenAI chat messages, Responses items (message, "
+                    "function_call, function_call_output, reasoning, ...), Anthropic content blocks.",
+    )
+
+
+class PoppedOut(BaseModel):
+    message: MessageOut | None
 
 
 class MessageList(BaseModel):

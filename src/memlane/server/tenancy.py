@@ -126,6 +126,26 @@ class TenantView:
         self.ensure_session(session_id)
         return self.mem.add_messages(session_id, messages)
 
+    def items(self, session_id: str, limit: int | None) -> list[Message]:
+        self.session(session_id)
+        return self.mem.items(session_id, limit)
+
+    def pop(self, session_id: str) -> Message | None:
+        self.session(session_id)
+        return self.mem.pop(session_id)
+
+    def forget_at(self, session_id: str, index: int) -> Message | None:
+        self.session(session_id)
+        return self.mem.forget_at(session_id, index)
+
+    def forget_history(self, session_id: str) -> int:
+        self.session(session_id)
+        return self.mem.forget_history(session_id)
+
+    def replace_history(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+        self.ensure_session(session_id)
+        return self.mem.replace_history(session_id, messages)
+
     def store_interaction(
         self,
         query: str,
