@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,17 +26,20 @@ FACTS = [
 ]
 
 
-class SlowEmbedder(HashingEmbedder):
-    """The hashing model, but every batch takes a while (like a big model on a busy CPU)."""
+class GatedEmbedder(HashingEmbedder):
+    """The hashing model, but no batch finishes before the test opens the gate (like a big
+    model on a busy CPU, without depending on how busy the CPU really is)."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.delay = delay
+        self.gate = threading.Event()
         self.calls = 0
+        self.timed_out = False  # a batch waited the whole minute: someone waited for it
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls += 1
-        time.sleep(self.delay)
+        if not self.gate.wait(60):
+            self.timed_out = True
         return super().embed(texts)
 
 
@@ -58,15 +60,15 @@ def test_add_returns_before_embedding_and_flush_waits(tmp_path: Path) -> None:
     with Memory(tmp_path / "m.db", embedder="hashing", durability="normal") as mem:
         indexer = mem.extensions["indexer"]
         mem.flush(10)  # starts background work: from now on writes are embedded as they come
-        slow = SlowEmbedder(1.0)
+        slow = GatedEmbedder()
         indexer.embedder = slow
         sid = mem.create_session()
-        t = time.perf_counter()
         for i in range(20):
             mem.add(sid, f"message number {i} about kayaks")
-        elapsed = time.perf_counter() - t
-        assert elapsed < 1.0, "add waited for the embedder"
+        # every add returned while the embedder could not finish a single batch
+        assert not slow.timed_out, "add waited for the embedder"
         assert indexer.pending() > 0
+        slow.gate.set()
         mem.flush(30)
         assert indexer.pending() == 0
         assert mem.extensions["recall"].index.count() == 20
@@ -77,13 +79,14 @@ def test_flush_timeout_returns_and_close_drains(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     mem = Memory(path, embedder="hashing")
     mem.extensions["indexer"].flush(10)
-    mem.extensions["indexer"].embedder = SlowEmbedder(0.2)
+    slow = GatedEmbedder()
+    mem.extensions["indexer"].embedder = slow
     sid = mem.create_session()
     for i in range(5):
         mem.add(sid, f"note {i}")
-    t = time.perf_counter()
-    mem.flush(0.05)
-    assert time.perf_counter() - t < 1.0
+    mem.flush(0.05)  # gives up at its timeout: no batch can finish before the gate opens
+    assert not slow.timed_out and mem.extensions["indexer"].pending() > 0
+    slow.gate.set()
     mem.close()  # drains the queue before stopping the thread
     assert not any(t.name == "memlane-indexer" and t.is_alive() for t in threading.enumerate()
                    if t is mem.extensions["indexer"]._thread)
