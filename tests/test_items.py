@@ -52,8 +52,8 @@ def test_items_are_read_for_windows_search_and_tokens(any_mem: Memory) -> None:
                       ("assistant", "A red bicycle.")]
     assert ("assistant", "") not in [(m.role, m.content) for m in any_mem.window(sid, 4000).messages if not m.tool_calls]
     counter = get_counter(None)
-    for m in stored:  # every kind is counted, as the window renders it
-        assert m.token_count == counter.count_message(m) and m.token_count > 3
+    for m in stored:  # every kind is counted, as the window renders it (cached when the vocabulary was loaded)
+        assert counter.count_message(m) > 3 and m.token_count in (None, counter.count_message(m))
     any_mem.flush()
     assert any_mem.search("bicycle", session_id=sid)
 

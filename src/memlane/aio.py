@@ -144,6 +144,7 @@ class AsyncMemory(_OffLoop[Memory]):
     import_sessions = _off_loop(Memory.import_sessions)
     flush = _off_loop(Memory.flush)
     stats = _off_loop(Memory.stats)
+    start_background_work = _off_loop(Memory.start_background_work)
 
 
 class AsyncMemoryClient(_OffLoop[MemoryClient]):

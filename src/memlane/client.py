@@ -52,6 +52,10 @@ _STORE_FIELDS = frozenset({"id", "session_id", "hidden", "token_count"})
 #: Public Memory members the client does not offer, each with the reason. A test checks that
 #: every public Memory member is either a MemoryClient method or listed here.
 LOCAL_ONLY: dict[str, str] = {
+    # the server process's own background work (state, summaries, notes, vectors)
+    "MAX_DEFERRED": "a setting of the server process's background work, not of a caller",
+    "background_work_started": "the server starts its background work itself",
+    "start_background_work": "the server starts its background work itself when it starts",
     # no REST route; lifecycle policy (idle expiry, per-user cap, topic changes) is the server's
     "get_active_session": "no route: session expiry and per-user caps run inside the server process",
     "active_session_for": "no route: same lifecycle policy as get_active_session",
