@@ -34,12 +34,12 @@ browser:
 		|| echo "skipping browser tests: chromium could not be installed (needs root and apt: apt-get install -y chromium)"
 
 test: $(TEST_STAMP) browser
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy

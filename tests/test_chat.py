@@ -164,23 +164,26 @@ def test_chat_is_the_anchor_in_the_cli_conversation_and_runs_memory_commands(
         "what do you remember about Kakao?",
         "/quit",
     ])
-    # Only the ordinary message reached the model; the commands answered from memory.
-    assert [r["messages"][-1]["content"] for r in model.requests] == ["Ich trinke am liebsten Kakao am Abend."]
-    assert "Ich merke mir" in out and "What I remember about Kakao" in out
+    # The order ran as a command; the ordinary message and the question reached the model,
+    # the question with the remembered exchange in its context packet.
+    assert [r["messages"][-1]["content"] for r in model.requests] == [
+        "Ich trinke am liebsten Kakao am Abend.", "what do you remember about Kakao?"]
+    assert "Kakao am Abend" in json.dumps(model.requests[1]["messages"][:-1], ensure_ascii=False)
+    assert "Ich merke mir" in out
     with Memory(tmp_path / "chat.db", embedder="none") as mem:
         # No --session: the CLI's default conversation, the one `memlane say` uses.
         assert mem.settings.cli_session_id == "cli"
-        first, reply = mem.load_session("cli")
+        first, reply, _question, _answer = mem.load_session("cli")
         assert first.author_id == "cli-user" and mem.is_anchor(first.author_id) and first.author_name == "ana"
         assert first.pinned and reply.pinned  # "merk dir das" pinned the exchange
         audit = mem.extensions["notes"].store.list_audit(session_id="cli")
-        assert sorted(e.action for e in audit) == ["recall", "remember"]
+        assert sorted(e.action for e in audit) == ["remember"]
         assert all(e.is_anchor and e.allowed and e.actor_id == "cli-user" for e in audit)
 
     # Saying "forget this conversation" forgets, with the Anchor check and an audit entry.
     out = chat(tmp_path, url, ["vergiss dieses Gespräch", "/history", "/quit"])
-    assert "Erledigt: Ich habe dieses Gespräch vergessen (2 Nachrichten" in out
-    assert len(model.requests) == 1
+    assert "Erledigt: Ich habe dieses Gespräch vergessen (4 Nachrichten" in out
+    assert len(model.requests) == 2
     with Memory(tmp_path / "chat.db", embedder="none") as mem:
         assert mem.load_session("cli", include_hidden=True) == []
         assert mem.search("Kakao") == [] and mem.notes("Kakao") == []

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memlane.errors import ConfigError
+from memlane.seed_config import map_seed_blocks
 
 DEFAULT_HOME = Path("~/.memlane")
 DEFAULT_CONFIG = DEFAULT_HOME / "config.yaml"
@@ -61,6 +62,11 @@ class Settings(BaseModel):
     # context packet sections in priority order (None: the engine's default order); a
     # comma-separated string works too, so MEMLANE_CONTEXT_PRIORITIES=recent,notes does
     context_priorities: list[str] | None = None
+    # seed 001's rag block (memlane.seed_config maps it): recall into the context packet,
+    # how many earlier messages, and the calibrated relevance floor (0-1) they must reach
+    rag_enabled: bool = True
+    rag_top_k: int = Field(8, ge=1, le=100)
+    rag_min_score: float | None = Field(None, ge=0.0, le=1.0)
 
     @field_validator("context_priorities", mode="before")
     @classmethod
@@ -125,11 +131,11 @@ def load_settings(
         section = loaded.get("memory", loaded)
         if not isinstance(section, dict):
             raise ConfigError(f"'memory' in {path} must be a mapping")
-        data.update(section)
+        data.update(map_seed_blocks(dict(section)))
     elif config_path is not None:
         raise ConfigError(f"config file {path} does not exist")
     data.update(_env_overrides(environ))
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    data.update(map_seed_blocks({k: v for k, v in overrides.items() if v is not None}))
     try:
         return Settings(**data)
     except ValidationError as exc:

@@ -67,6 +67,9 @@ MessageInput = Message | Mapping[str, Any]
 #: Called after messages are durably stored: (session, stored messages).
 Observer = Callable[[Session, list[Message]], None]
 
+#: How often auto_prune_days is applied again while a memory stays open.
+_PRUNE_EVERY_S = 86_400.0
+
 #: Derived record naming the encoding that made a session's cached token counts.
 TOKEN_ENCODING_KIND = "token_encoding"
 
@@ -148,6 +151,7 @@ class Memory:
         # Bounded: a server sees sessions without end; a dropped entry is one derived-row read.
         self._count_encodings: LRUCache[str, tuple[datetime, str | None]] = LRUCache(65_536)
         self._closed = False
+        self._pruned_at: float | None = None
         _OPEN.add(self)
         if not self.enabled:
             return  # no indexing, state or summaries for a memory that stores nothing
@@ -155,6 +159,26 @@ class Memory:
 
         attach_all(self)
         self._configure_sessions()
+        self._auto_prune()
+
+    def _auto_prune(self) -> None:
+        """Apply ``auto_prune_days`` without a scheduler: when memory opens, then at most once
+        a day while it stays open (checked on writes). The query is one indexed range scan."""
+        days = self.settings.auto_prune_days
+        if days is None:
+            return
+        now = time.monotonic()
+        if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY_S:
+            return
+        self._pruned_at = now
+        try:
+            deleted = self.prune_old_sessions(days)
+        except StorageError:  # a locked or read-only database: try again on a later write
+            log.warning("auto_prune_days: pruning failed; will retry later", exc_info=True)
+            self._pruned_at = None
+            return
+        if deleted:
+            log.info("auto_prune_days=%d: deleted %d inactive session(s)", days, deleted)
 
     def _configure_sessions(self) -> None:
         """Give the session manager the configured limits (settings: session_idle_timeout_minutes,
@@ -473,6 +497,8 @@ class Memory:
         self, session: Session, messages: list[Message], turn: TurnRecord | None
     ) -> list[Message]:
         self._retry_pending()
+        if self._pruned_at is not None:
+            self._auto_prune()
         try:
             stored = self.store.append(session.id, messages, turn)
         except StorageError:
@@ -964,8 +990,12 @@ class Memory:
         since: datetime | None = None,
         until: datetime | None = None,
         min_score: float | None = None,
+        unowned: bool = False,
     ) -> list[SearchHit]:
-        """Search all past conversations. Keyword (BM25) unless a recall engine is attached."""
+        """Search all past conversations. Keyword (BM25) unless a recall engine is attached.
+
+        ``min_score`` is a floor on the calibrated relevance ``hit.score`` (0-1);
+        ``unowned=True`` keeps to sessions that belong to no user."""
         self.start_background_work()  # a process that searches keeps derived data current
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
@@ -974,7 +1004,7 @@ class Memory:
         flt = MessageFilter(
             session_id=session_id, user_id=user_id, agent_id=agent_id, tenant_id=tenant_id,
             roles=tuple(roles) if roles else None, authors=tuple(authors) if authors else None,
-            since=since, until=until,
+            since=since, until=until, unowned=unowned,
         )
         engine = self.extensions.get("search")
         if engine is not None:
@@ -989,10 +1019,51 @@ class Memory:
         return hits
 
     def search_history(
-        self, query: str, session_id: str | None = None, limit: int = 10
+        self, query: str, session_id: str | None = None, limit: int = 10, *,
+        user_id: str | None = None, min_score: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Seed-compatible search: a list of dicts with the message, score and snippet."""
-        return [h.to_dict() for h in self.search(query, session_id=session_id, top_k=limit)]
+        """Seed 004's search: conversation entries (one per turn, best first).
+
+        Each entry is the turn's dict (``query``, ``response``, ``model_used``,
+        ``confidence_score``, ``processing_time``, ``resolved_query``, ``context_used``,
+        ``metadata``, ``created_at``...) plus ``id`` (the turn id), ``timestamp``, the hit's
+        calibrated ``score`` and ``snippet``. A turn found by both its query and its response
+        is listed once; a message stored outside any turn is an entry with only its side.
+        """
+        hits = self.search(query, session_id=session_id, user_id=user_id, top_k=limit * 2,
+                           min_score=min_score)
+        turns: dict[str, dict[str, Turn]] = {}
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for hit in hits:
+            msg = hit.message
+            sid = msg.session_id
+            if msg.turn_id and sid not in turns:
+                turns[sid] = {t.turn_id: t for t in self.store.list_turns(sid, limit=1_000_000)}
+            turn = turns.get(sid, {}).get(msg.turn_id or "")
+            key = turn.turn_id if turn is not None else f"message:{msg.id}"
+            if key in seen:
+                continue
+            seen.add(key)
+            if turn is not None:
+                entry = turn.to_dict()
+            else:
+                entry = {
+                    "turn_id": None, "session_id": sid,
+                    "query": msg.content if msg.role == "user" else None,
+                    "response": msg.content if msg.role != "user" else None,
+                    "metadata": dict(msg.metadata), "created_at": msg.created_at.isoformat(),
+                }
+            entry["id"] = key
+            entry["timestamp"] = entry["created_at"]
+            entry["score"] = hit.score
+            entry["scores"] = dict(hit.scores)
+            entry["snippet"] = hit.snippet
+            entry["matched_role"] = msg.role
+            out.append(entry)
+            if len(out) >= limit:
+                break
+        return out
 
     def get_relevant_context(
         self,

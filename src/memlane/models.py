@@ -225,6 +225,8 @@ class MessageFilter:
     since: datetime | None = None
     until: datetime | None = None
     include_hidden: bool = False
+    #: only sessions that belong to no user: what a session without a user may recall
+    unowned: bool = False
 
 
 # --------------------------------------------------------------------- input

@@ -85,10 +85,30 @@ def export_session(
         lines += [json.dumps({"type": "message", **m}, ensure_ascii=False) for m in doc["messages"]]
         lines += [json.dumps({"type": "turn", **t}, ensure_ascii=False) for t in doc["turns"]]
         return "\n".join(lines) + "\n"
-    return _markdown(session, messages)
+    return _markdown(session, messages, doc["turns"])
 
 
-def _markdown(session: Session, messages: Sequence[Message]) -> str:
+def _turn_line(turn: JSON) -> str:
+    """A turn's fields as one readable line (seed 004's entry: model, confidence, time...)."""
+    parts = [f"turn `{turn['turn_id']}`"]
+    labels = (
+        ("intent", "intent {}"), ("action_name", "action {}"), ("model_used", "model {}"),
+        ("confidence_score", "confidence {}"), ("processing_time", "{} s"),
+    )
+    parts += [fmt.format(turn[k]) for k, fmt in labels if turn.get(k) is not None]
+    if turn.get("job_refs"):
+        parts.append("jobs " + ", ".join(turn["job_refs"]))
+    if turn.get("context_used") is not None:
+        parts.append("context used" if turn["context_used"] else "no context used")
+    if turn.get("resolved_query"):
+        parts.append(f"resolved query: {turn['resolved_query']}")
+    return "_" + " · ".join(parts) + "_"
+
+
+_MD_TURN = "<!-- memlane-turn "
+
+
+def _markdown(session: Session, messages: Sequence[Message], turns: Sequence[JSON] = ()) -> str:
     out = [f"# {session.title or 'Session ' + session.id}", ""]
     out.append(f"- session: `{session.id}`")
     if session.user_id:
@@ -96,7 +116,8 @@ def _markdown(session: Session, messages: Sequence[Message]) -> str:
     out.append(f"- created: {session.created_at.isoformat()}")
     if session.system_prompt:
         out += ["", "> " + session.system_prompt.replace("\n", "\n> ")]
-    for m in messages:
+    after = {t["assistant_index"]: t for t in turns if t.get("assistant_index") is not None}
+    for i, m in enumerate(messages):
         who = m.role + (f" [{m.tool_call_id}]" if m.tool_call_id else "")
         if m.author_name or m.author_id:
             who += f" · {m.author_name or ''}" + (f" <{m.author_id}>" if m.author_id else "")
@@ -106,6 +127,11 @@ def _markdown(session: Session, messages: Sequence[Message]) -> str:
             out += ["", f"_({describe(m.item)}, kept as given)_"]
         if m.tool_calls:
             out += ["", "```json", json.dumps(m.tool_calls, ensure_ascii=False), "```"]
+        turn = after.get(i)
+        if turn is not None:
+            # Readable for people; the comment carries the exact fields back on import.
+            data = json.dumps(turn, ensure_ascii=False, default=str).replace("--", "\\u002d\\u002d")
+            out += ["", _turn_line(turn), _MD_TURN + data + " -->"]
     return "\n".join(out) + "\n"
 
 
@@ -122,9 +148,19 @@ def _parse_markdown(text: str) -> JSON:
     system: list[str] = []
     current: JSON | None = None
     body: list[str] = []
+    turns: list[JSON] = []
 
     def close() -> None:
         if current is not None:
+            while body and not body[-1].strip():
+                body.pop()
+            if body and body[-1].startswith(_MD_TURN) and body[-1].endswith(" -->"):
+                turn = json.loads(body.pop()[len(_MD_TURN):-4])
+                turn["user_index"] = len(messages) - 1
+                turn["assistant_index"] = len(messages)
+                turns.append(turn)
+                if body and body[-1].startswith("_turn `"):
+                    body.pop()
             content = "\n".join(body).strip("\n")
             fence = re.search(r"\n*```json\n(.*)\n```$", content, re.S)
             if fence and current["role"] == "assistant":
@@ -155,7 +191,7 @@ def _parse_markdown(text: str) -> JSON:
     return {
         "session": {"title": title, "system_prompt": "\n".join(system) or None},
         "messages": messages,
-        "turns": [],
+        "turns": turns,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -91,6 +92,36 @@ def _eval_topics(
     from memlane.cli.language import print_topics_eval
 
     print_topics_eval(file, embedder, threshold, as_json)
+
+
+@eval_app.command("relevance")
+def _eval_relevance(
+    embedder: str = typer.Option("minilm", "--embedder", help="Embedder to evaluate (minilm, hashing, none...)."),
+    dataset: Path | None = typer.Option(None, "--set", help="Labelled set (default: the bundled dev set)."),
+    refit: bool = typer.Option(False, "--fit", help="Also fit the logistic coefficients on the 'fit' queries."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Precision/recall of the calibrated relevance (min_score floors) on held-out queries."""
+    import json
+
+    from memlane.eval.relevance import collect, fit, load_set, report
+
+    samples = collect(load_set(dataset), embedder)
+    out: dict[str, Any] = {"embedder": embedder, "held_out": report(samples), "fit": report(samples, "fit")}
+    if refit:
+        out["fitted"] = repr(fit(samples, vectors=embedder not in ("none", "hashing")))
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    for split in ("held_out", "fit"):
+        r = out[split]
+        print(f"{split}: {r['queries']} queries, {r['hits']} hits, {r['relevant_hits']} relevant")
+        for floor, f in r["floors"].items():
+            print(f"  relevance >= {floor}: precision {f['precision']}, recall {f['recall']}, "
+                  f"queries about nothing stored with a hit: "
+                  f"{f['nothing_relevant_queries_with_a_hit']}/{f['nothing_relevant_queries']}")
+    if refit:
+        print("fitted:", out["fitted"])
 
 
 def main(argv: list[str] | None = None) -> None:

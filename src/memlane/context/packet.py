@@ -50,6 +50,7 @@ from memlane.context.summaries import (
 from memlane.context.summarizer import fit_to_budget
 from memlane.errors import InvalidInputError, MemlaneError
 from memlane.models import JSON, Message, Session, utcnow
+from memlane.search.relevance import DEFAULT_FLOOR
 from memlane.tokens import TokenCounter, get_counter
 
 if TYPE_CHECKING:
@@ -65,7 +66,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RECALL_TOP_K = 8
 RECALL_ITEM_TOKENS = 90
 NOTES_SHARE = DEFAULT_CAPS["notes"]
 
@@ -462,10 +462,17 @@ class ContextPacket:
 def _recall(
     mem: Memory, session: Session, query: str, exclude: set[int]
 ) -> list[RecalledMessage]:
+    if not mem.settings.rag_enabled:
+        return []
+    top_k = mem.settings.rag_top_k
     try:
+        # Scoped: a user's session recalls that user's conversations; a session without a
+        # user recalls only its tenant's sessions without a user, never another user's.
         hits = mem.search(
             query, tenant_id=session.tenant_id, user_id=session.user_id,
-            top_k=RECALL_TOP_K + len(exclude) if len(exclude) < 64 else RECALL_TOP_K * 3,
+            unowned=session.user_id is None,
+            min_score=DEFAULT_FLOOR if mem.settings.rag_min_score is None else mem.settings.rag_min_score,
+            top_k=top_k + len(exclude) if len(exclude) < 64 else top_k * 3,
         )
     except MemlaneError as exc:
         log.warning("recall for %r failed (%s); the packet goes without it", query, exc)
@@ -486,7 +493,7 @@ def _recall(
         if sid in archived:
             continue  # the archive tier stays out of context ("search the archive for X" finds it)
         out.append(RecalledMessage(msg, hit.score, sid, titles[sid], sid == session.id))
-        if len(out) >= RECALL_TOP_K:
+        if len(out) >= top_k:
             break
     return out
 

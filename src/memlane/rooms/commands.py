@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 __all__ = ["ACTIONS", "MUTATING_ACTIONS", "Command", "is_command", "parse_command"]
 
+# The recall commands that are orders, not questions.
+_ORDER = re.compile(r"(?:search|durchsuche)\b", re.IGNORECASE)
+
 #: Every action a command can ask for.
 ACTIONS: tuple[str, ...] = (
     "forget_conversation", "forget_about", "remember", "mark_important", "recall", "archive",
@@ -31,6 +34,9 @@ class Command:
     lang: str  # "en" | "de"
     argument: str | None = None  # what to remember / the topic asked about
     text: str = ""
+    #: asked as a question ("what do you remember about X?") rather than ordered ("search
+    #: your memory for X"): a chat with a model answers such questions from the packet
+    question: bool = False
 
 
 _F = re.IGNORECASE | re.DOTALL
@@ -136,12 +142,13 @@ def parse_command(text: str) -> Command | None:
         for cand in candidates:
             found = _match(cand)
             if found is not None and found.action == "recall":
-                return Command(found.action, found.lang, found.argument, text)
+                return Command(found.action, found.lang, found.argument, text, question=True)
         return None
     for cand in (_clean(text), _clean(_MENTION.sub("", text, count=1))):
         found = _match(cand)
         if found is not None:
-            return Command(found.action, found.lang, found.argument, text)
+            question = found.action == "recall" and not _ORDER.match(cand)
+            return Command(found.action, found.lang, found.argument, text, question=question)
     return None
 
 

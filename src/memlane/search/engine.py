@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Literal
 from memlane.errors import InvalidInputError
 from memlane.lru import LRUCache
 from memlane.models import Message, MessageFilter, SearchHit, Session, to_epoch
-from memlane.search.embedders import Embedder
+from memlane.search.embedders import Embedder, HashingEmbedder
+from memlane.search.relevance import relevance
 from memlane.search.vectors import VectorIndex
 from memlane.store import KeywordHit, Store
 from memlane.text import content_words, snippet
@@ -76,6 +77,54 @@ def _stem(word: str) -> str:
             word = word[: -len(suffix)]
             break
     return word[:5]
+
+
+# "what did we discuss about X last week?": the topic is X. The question's frame and its
+# time words are about the conversation, not its content, and would dilute the evidence.
+_ABOUT = re.compile(
+    r"\b(?:about|regarding|concerning|on the (?:topic|subject) of|über|bezüglich|zum thema|wegen)\s+(?P<topic>.+)$",
+    re.IGNORECASE,
+)
+_WHEN_TAIL = re.compile(
+    r"(?:\s+(?:(?:last|this|the other|next)\s+(?:week|month|year|time|night|day)|yesterday|today|"
+    r"recently|earlier|before|again|(?:letzte|letzten|vorige|vorigen|diese|dieser)\s+\w+|gestern|"
+    r"neulich|vorhin|heute|nochmal))+\s*$",
+    re.IGNORECASE,
+)
+
+
+def query_focus(query: str) -> str:
+    """The topic a question about the conversation asks about, or the query itself."""
+    found = _ABOUT.search(query.strip().rstrip("?!. "))
+    if found is None:
+        return query
+    topic = _WHEN_TAIL.sub("", found.group("topic")).strip(" ,")
+    return topic or query
+
+
+def _partner_id(msg: Message) -> int:
+    """Id of the other half of a user/assistant exchange (adjacent ids), or -1."""
+    if msg.id is None:
+        return -1
+    return msg.id + 1 if msg.role == "user" else msg.id - 1 if msg.role == "assistant" else -1
+
+
+def _coverage(terms: set[str], text: str) -> float:
+    """Share of the query's stems found (as substrings) in lower-cased ``text``."""
+    return sum(1 for t in terms if t in text) / len(terms) if terms else 0.0
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def near_duplicate_key(text: str) -> frozenset[str]:
+    """The words of a text, for telling near-identical messages apart from merely similar."""
+    return frozenset(w.lower() for w in _WORDS.findall(text))
+
+
+def _same_text(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Near-identical: the same words up to case, punctuation and one word in ten."""
+    return len(a & b) / len(a | b) >= 0.9
 
 
 def _base(word: str) -> str:
@@ -141,6 +190,9 @@ class RecallEngine:
         self.embedder = embedder
         self.index = index
         self.config = config or RecallConfig()
+        # Hashed word vectors carry no meaning beyond shared words: relevance is calibrated
+        # on keyword evidence for them (search/relevance.py).
+        self._semantic = embedder is not None and not isinstance(embedder, HashingEmbedder)
         self._query_cache: LRUCache[str, Vectors] = LRUCache(256)
         self._pool_lock = threading.Lock()
         self._authors: set[str] | None = None
@@ -304,7 +356,10 @@ class RecallEngine:
         span = max(top_sim - floor, 1e-6)
         speakers = self.named_speakers(query) if cfg.speaker else set()
         names = {part for name in speakers for part in name.split()}
-        terms = _stems(query) - names if cfg.coverage else set()
+        terms = _stems(query) - names
+        focus = query_focus(query)
+        focus_terms = (_stems(focus) - names or terms) if focus != query else terms
+        focus_sims = self._focus_similarities(focus, cands) if focus != query else {}
         newest = max(to_epoch(c.message.created_at) for c in cands)
 
         parts: list[dict[str, float]] = []
@@ -322,13 +377,13 @@ class RecallEngine:
             parts.append(p)
             base.append(b)
 
-        if terms:
+        if terms and cfg.coverage:
             # Coverage only matters near the top: fetch adjacent turns for the best few.
             best = sorted(range(len(cands)), key=lambda i: -base[i])[: cfg.coverage_top]
             self._attach_context([cands[i] for i in best])
             for i in best:
                 text = cands[i].context or ""
-                parts[i]["coverage"] = sum(1 for t in terms if t in text) / len(terms)
+                parts[i]["coverage"] = _coverage(terms, text)
                 base[i] += cfg.coverage * parts[i]["coverage"]
 
         # neighbours: adjacent turns of one session (ids are assigned in append order)
@@ -356,6 +411,19 @@ class RecallEngine:
             age_days = (newest - to_epoch(c.message.created_at)) / 86400.0
             p["recency"] = math.exp(-math.log(2) * age_days / cfg.half_life_days)
             p["importance"] = max(c.message.importance, 1.0 if c.message.pinned else 0.0)
+            # the absolute evidences the calibrated relevance is made of (search/relevance.py)
+            text = c.message.content.lower()
+            p["cosine"] = max(c.semantic, focus_sims.get(mid, 0.0)) if self._semantic else 0.0
+            p["own"] = _coverage(focus_terms, text)
+            # The other half of its exchange: an answer is relevant to what its question asked.
+            j = by_id.get(_partner_id(c.message))
+            partner = cands[j].message if j is not None else None
+            if partner is not None and (partner.session_id != c.message.session_id
+                                        or {partner.role, c.message.role} != {"user", "assistant"}):
+                partner = None
+            ctx = text if partner is None else f"{text} {partner.content.lower()}"
+            p["context"] = _coverage(focus_terms, ctx)
+            p["relevance"] = relevance(p["cosine"], p["own"], p["context"], vectors=self._semantic)
             score = (
                 base[i]
                 + cfg.speaker * p["speaker"]
@@ -368,9 +436,17 @@ class RecallEngine:
             # discussed: a candidate needs evidence of its own or from an adjacent turn.
             if c.keyword_rank is None and p["semantic"] <= 0.0 and nb <= 0.0:
                 continue
+            p["fused"] = score
             out.append((c, score, p))
         out.sort(key=lambda t: -t[1])
         return out
+
+    def _focus_similarities(self, focus: str, cands: Sequence[Candidate]) -> dict[int, float]:
+        """Cosine of each candidate to the question's topic alone (see query_focus)."""
+        if not self._semantic or self.index is None or not cands:
+            return {}
+        ids = [c.message.id for c in cands if c.message.id is not None]
+        return dict(self.index.similarities(self.embed_query(focus), ids))
 
     # ------------------------------------------------------------ public
 
@@ -395,16 +471,29 @@ class RecallEngine:
         sessions: dict[str, Session | None] = {}
         many = getattr(self.store, "get_sessions", None)  # PostgreSQL: one round trip, not one per hit
         if callable(many):
-            sessions.update(many(list({c.message.session_id for c, _, _ in ranked[:top_k]})))
+            sessions.update(many(list({c.message.session_id for c, _, _ in ranked[: top_k * 2]})))
         hits: list[SearchHit] = []
-        for cand, score, parts in ranked[:top_k]:
+        seen: dict[str, list[frozenset[str]]] = defaultdict(list)
+        # Ranked by the fused score (tuned for recall); each hit's score is its calibrated
+        # relevance (0-1, what min_score compares against); parts stay in hit.scores.
+        for cand, fused, parts in ranked:
+            if len(hits) >= top_k:
+                break
+            msg = cand.message
+            # The same line from the same speaker (a repeat, a re-sent message) is listed
+            # once, at its best rank; two people saying the same thing are two facts.
+            speaker = msg.author_id or msg.author_name or msg.role
+            words = near_duplicate_key(msg.content)
+            if words and any(_same_text(words, other) for other in seen[speaker]):
+                continue
+            seen[speaker].append(words)
             sid = cand.message.session_id
             if sid not in sessions:
                 sessions[sid] = self.store.get_session(sid)
             hits.append(
                 SearchHit(
                     message=cand.message,
-                    score=round(score, 6),
+                    score=parts.get("relevance", round(fused, 6)),
                     scores={k: round(v, 6) for k, v in parts.items()},
                     snippet=snippet(cand.message.content, query),
                     session=sessions[sid],

@@ -17,7 +17,6 @@ It registers ``mem.extensions``: ``"search"`` (Memory.search calls it), ``"flush
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -28,6 +27,7 @@ from memlane.search.documents import RECIPE
 from memlane.search.embedders import MINILM_F32_MODEL_ID, Embedder, MiniLMEmbedder, get_embedder
 from memlane.search.engine import RecallEngine
 from memlane.search.indexer import Indexer
+from memlane.search.relevance import DEFAULT_FLOOR
 from memlane.search.vectors import ModelInfo, SQLiteVectorIndex, VectorIndex, check_model
 from memlane.store import Store
 
@@ -119,7 +119,6 @@ def attach(mem: Memory) -> None:
 
 # ---------------------------------------------------------------------------- RAG context
 
-_SPACES = re.compile(r"\s+")
 
 
 def _when(ts: datetime) -> str:
@@ -148,22 +147,20 @@ def relevant_context(
     """
     if max_tokens < 1:
         raise InvalidInputError("max_tokens must be at least 1")
+    if min_score is None:
+        min_score = mem.settings.rag_min_score
+    # Never padded: only hits at or above the calibrated floor (search/relevance.py).
     hits: list[SearchHit] = mem.search(
         query, session_id=session_id, user_id=user_id, agent_id=agent_id, top_k=top_k,
-        min_score=min_score,
+        min_score=DEFAULT_FLOOR if min_score is None else min_score,
     )
     excluded = set(exclude_ids)
-    seen_text: set[str] = set()
     used = 0
     out: list[Message] = []
-    for hit in hits:
+    for hit in hits:  # search lists near-identical texts once already
         msg = hit.message
-        if msg.id in excluded:
+        if msg.id in excluded or not msg.content.strip():
             continue
-        key = _SPACES.sub(" ", msg.content).strip().lower()
-        if not key or key in seen_text:
-            continue
-        seen_text.add(key)
         speaker = msg.author_name or msg.author_id or msg.role
         item = Message(
             role=msg.role,

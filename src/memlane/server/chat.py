@@ -35,6 +35,7 @@ from rich.markup import escape
 from memlane.config import Settings, load_settings
 from memlane.errors import MemlaneError, SessionNotFoundError
 from memlane.rooms.anchor import cli_author
+from memlane.rooms.commands import parse_command
 
 DEFAULT_BASE_URL = "http://localhost:11434/v1"  # Ollama's OpenAI-compatible endpoint
 DEFAULT_MODEL = "llama3.2"
@@ -54,9 +55,10 @@ Commands:
   /remember <text>     keep a long-term note (or a pinned message)
   /help                this help
   /quit                leave (Ctrl-D works too)
-Memory commands work as plain text too ("remember this", "merk dir das", "what do you
-remember about X", "forget this conversation"); they change memory, not the model.
-Anything else is sent to the model."""
+Memory commands work as plain text too when said as orders ("remember this: X",
+"merk dir das", "search your memory for X", "forget this conversation"); they change
+memory, not the model. Anything else, questions about the past included ("what did we
+decide about X?"), goes to the model with the context packet (recalled messages too)."""
 
 
 class ModelUnavailableError(MemlaneError):
@@ -173,6 +175,11 @@ class ChatRepl:
         """
         handle = getattr(self.mem, "handle_command", None)
         if not callable(handle):
+            return None
+        parsed = parse_command(text)
+        # Only orders change or search memory here; a question ("what did we decide about
+        # X?", "was weißt du über Y?") goes to the model, with recalled context in the packet.
+        if parsed is None or parsed.question:
             return None
         result = handle(self.session_id, text, self.author_id, author_name=self.user)
         return result if result.recognized else None

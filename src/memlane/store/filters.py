@@ -77,6 +77,8 @@ def message_where(d: Dialect, flt: MessageFilter) -> Clause:
         if value is not None:
             clauses.append(f"s.{col} = {d.mark}")
             params.append(value)
+    if flt.unowned:
+        clauses.append("s.user_id IS NULL")
     if flt.roles:
         clause, values = d.in_list("m.role", list(flt.roles))
         clauses.append(clause)

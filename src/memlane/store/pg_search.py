@@ -125,7 +125,7 @@ class Bm25Index:
         if not words:
             return []
         where, params = _message_where(flt)
-        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id is not None or flt.agent_id is not None else ""
+        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id is not None or flt.agent_id is not None or flt.unowned else ""
         # BM25 per candidate. ts_filter(setweight(...)) keeps only the query's lexemes of
         # the row (C functions), so the unnest that reads their term frequencies stays tiny.
         # Only ids and scores are ranked; the k winners' full rows are fetched after.

@@ -272,7 +272,7 @@ class PgVectorIndex:
         from memlane.store.pg_rows import _message_where  # one definition of the filters
 
         where, params = _message_where(flt)
-        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id or flt.agent_id else ""
+        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id or flt.agent_id or flt.unowned else ""
 
         query_sql = f"""
             SELECT message_id, 1 - distance FROM (
