@@ -191,12 +191,19 @@ def test_long_text_is_cut_at_sentences_then_words() -> None:
     one_sentence = " ".join(f"word{i}" for i in range(400))
     for text, ending in ((sentences, "backup plan."), (one_sentence, "…")):
         block = TextBlock("summary", "## S", [TextPart("", [TextItem(text, splittable=True)], bullet="")])
-        alloc = Allocator(Candidates(blocks={"summary": block}), counter, 1000).run().finish()
+        turns = [[[Message(role="user", content=f"message {i} " * 40, id=i)]] for i in range(40)]
+        alloc = Allocator(Candidates(blocks={"summary": block}, recent=turns), counter, 1000).run().finish()
         content = alloc.messages[0].content
         assert content.endswith(ending) and len(content) < len(text)
         assert alloc.report.truncated == ["summary"]
-        # The cap holds (20% of the budget) and the cut is as long as the cap allows.
-        assert 150 < alloc.report.sections["summary"] <= 200
+        # While turns compete for the budget the cap (20%) holds; only the room the next whole
+        # turn could not use (about 90 tokens) goes back to the summary afterwards.
+        assert alloc.report.sections["recent"] > 600
+        assert 150 < alloc.report.sections["summary"] <= 200 + 90
+        # Nothing else wants room: the cap gives way and the cut uses the budget.
+        alone = Allocator(Candidates(blocks={"summary": block}), counter, 400).run().finish()
+        assert alone.messages[0].content.endswith(ending) and alone.report.truncated == ["summary"]
+        assert 300 < alone.report.sections["summary"] <= 400
 
 
 def test_cached_counts_not_reused_across_encodings(convo: tuple[Memory, list[str]]) -> None:

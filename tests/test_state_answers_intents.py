@@ -57,16 +57,15 @@ def test_short_answer_as_the_next_assistant_message_closes_the_question(mem: Mem
         ("Wie lange dauert das?", "Moment, ich sehe nach."),
     ],
 )
-def test_deferral_keeps_the_question_and_opens_a_promise(
+def test_deferral_keeps_the_question_as_a_promise(
     mem: Memory, question: str, deferral: str
 ) -> None:
     sid = mem.create_session()
     mem.store_interaction(question, deferral, session_id=sid)
     st = mem.get_state(sid)
-    assert [(lp.kind, lp.text) for lp in st.loops] == [
-        ("question", question), ("promise", deferral)
-    ]
-    assert mem.context(sid).open_loops == [question, deferral]
+    # One loop per request: the deferred question is now one the assistant owes.
+    assert [(lp.kind, lp.text) for lp in st.loops] == [("promise", question)]
+    assert mem.context(sid).open_loops == [question]
 
 
 @pytest.mark.parametrize(

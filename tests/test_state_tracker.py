@@ -52,12 +52,9 @@ def test_english_ops_script_tracks_loops_clarifications_jobs_and_entities(mem: M
     assert st.last_intent == "diagnose"
     assert st.last_response_type == "action"
     assert st.active_job_refs == ["job-42"]
-    # The promise does not answer the question: both stay open.
-    assert st.open_loops == [
-        "Can you check why the backup job-42 failed last night?",
-        "I'll look into the logs of job-42 and get back to you.",
-    ]
-    assert [lp.kind for lp in st.loops] == ["question", "promise"]
+    # The promise does not answer the question; the assistant owes it now: one loop per request.
+    assert st.open_loops == ["Can you check why the backup job-42 failed last night?"]
+    assert [lp.kind for lp in st.loops] == ["promise"]
     assert "job-42" in st.active_topics and "backup" in st.active_topics
 
     mem.store_interaction(
@@ -70,8 +67,8 @@ def test_english_ops_script_tracks_loops_clarifications_jobs_and_entities(mem: M
     assert st.status == "awaiting_clarification"
     assert st.pending_clarifications == ["Do you want me to clean up old snapshots?"]
     assert st.last_response_type == "question"
-    # The new question was answered in the same turn; the old ones are untouched.
-    assert len(st.open_loops) == 2
+    # The new question was answered in the same turn; the old one is untouched.
+    assert len(st.open_loops) == 1
     assert st.active_topics[:2] == ["disk usage", "db-1"]
 
     mem.store_interaction(
@@ -83,7 +80,7 @@ def test_english_ops_script_tracks_loops_clarifications_jobs_and_entities(mem: M
     assert st.pending_clarifications == []
     assert st.last_response_type == "confirmation"
     # "Done" is about the snapshots, not about job-42: the promise stays open.
-    assert "I'll look into the logs of job-42 and get back to you." in st.open_loops
+    assert "Can you check why the backup job-42 failed last night?" in st.open_loops
 
     mem.store_interaction(
         "What happened with that task?",
@@ -167,10 +164,8 @@ def test_german_script(mem: Memory) -> None:
     st = mem.get_state(sid)
     assert st.language == "de"
     assert st.active_job_refs == ["#17"]  # "Auftrag #17" and "#17" are one job
-    assert st.open_loops == [
-        "Kannst du prüfen, warum der Auftrag #17 hängt?",
-        "Ich werde mir die Logs von #17 ansehen und melde mich.",
-    ]
+    # One loop per request: the promise makes the question one the assistant owes.
+    assert st.open_loops == ["Kannst du prüfen, warum der Auftrag #17 hängt?"]
     assert st.resolved_entities == {}  # "der Auftrag #17" names itself
 
     mem.store_interaction(
@@ -188,7 +183,7 @@ def test_german_script(mem: Memory) -> None:
     mem.store_interaction("Ja, mach das.", "Erledigt: 5 alte Backups gelöscht.", session_id=sid)
     st = mem.get_state(sid)
     assert st.status == "active"
-    assert len(st.open_loops) == 2  # "Erledigt" is about the backups, not about #17
+    assert len(st.open_loops) == 1  # "Erledigt" is about the backups, not about #17
     assert "alte Backups" in st.active_topics
 
     mem.store_interaction(

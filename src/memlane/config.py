@@ -37,6 +37,9 @@ class Settings(BaseModel):
     embedder: str | None = "minilm"
     anchor_id: str | None = None
     checkpoint_dir: str | None = None
+    # "sync": the turn's checkpoint is written before store_interaction returns (PRD-014 §7);
+    # "background": after it, on the summary thread (cheaper; hydration replays the log)
+    checkpoint_per_turn: Literal["sync", "background"] = "sync"
     summarize_every: int = Field(10, ge=1)
     keep_raw_turns: int = Field(3, ge=0)
     llm_base_url: str | None = None

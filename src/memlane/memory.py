@@ -678,6 +678,8 @@ class Memory:
             metadata=meta,
         )
         self._append(session, [user, assistant], record)
+        for hook in self.extensions.get("turn_hooks", []):
+            hook(session.id)  # the per-turn checkpoint (settings.checkpoint_per_turn)
         return turn_id
 
     def active_session_for(self, user_id: str | None, query: str | None = None) -> str:

@@ -264,14 +264,7 @@ class Allocator:
             self._accept_text(section, cost)
             return True
         if item.splittable:
-            # Whole sentences if any fit; else the first sentence cut after a word.
-            sentences = split_sentences(item.text)
-            cut = self._longest_prefix(section, item, [" ".join(sentences[:k]) for k in range(1, len(sentences))])
-            if cut is None:
-                words = item.text.split()
-                cut = self._longest_prefix(
-                    section, item, [" ".join(words[:k]) + "…" for k in range(1, len(words))]
-                )
+            cut = self._cut(section, item)
             if cut is not None:
                 self.chosen[id(item)] = cut
                 cost = self._sys_cost(self.system_content()) - self.sys_tokens
@@ -281,6 +274,17 @@ class Allocator:
         del self.chosen[id(item)]
         self._count(self.dropped, section)
         return False
+
+    def _cut(self, section: str, item: TextItem) -> str | None:
+        """Whole sentences if any fit; else the first sentence cut after a word."""
+        sentences = split_sentences(item.text)
+        cut = self._longest_prefix(section, item, [" ".join(sentences[:k]) for k in range(1, len(sentences))])
+        if cut is None:
+            words = item.text.split()
+            cut = self._longest_prefix(
+                section, item, [" ".join(words[:k]) + "…" for k in range(1, len(words))]
+            )
+        return cut
 
     def _longest_prefix(self, section: str, item: TextItem, prefixes: Sequence[str]) -> str | None:
         """The longest of ``prefixes`` (growing) that fits, by bisection; None if none does."""
@@ -412,7 +416,43 @@ class Allocator:
                 if block is not None:
                     for _part, item in block.items():
                         self.try_text(section, item)
+        self._uncapped()
         return self
+
+    def _uncapped(self) -> None:
+        """Give room no section wanted back to the capped text sections, in priority order.
+
+        Caps keep one section from crowding out the rest; once everything has had its
+        turn they have done that, and a state or summary cut short while budget stays
+        free would only lose what the agent needs (PRD-014: state before raw turns).
+        """
+        caps, self.caps = self.caps, {}
+        try:
+            for section in self.priorities:
+                block = self.c.blocks.get(section)
+                if block is None or self.total() >= self.max_tokens:
+                    continue
+                for _part, item in block.items():
+                    shown = self.chosen.get(id(item))
+                    if shown == item.text:
+                        continue
+                    if shown is None:  # dropped under the cap: one more try, counted once
+                        self._count(self.dropped, section, -1)
+                        self.try_text(section, item)
+                        continue
+                    # cut under the cap: whole if it fits now, else as long a cut as fits
+                    self.chosen[id(item)] = item.text
+                    cost = self._sys_cost(self.system_content()) - self.sys_tokens
+                    if self._fits(section, cost):
+                        self.truncated.discard(section)
+                    else:
+                        longer = self._cut(section, item)
+                        self.chosen[id(item)] = shown if longer is None or len(longer) <= len(shown) else longer
+                        cost = self._sys_cost(self.system_content()) - self.sys_tokens
+                    self.sys_tokens += cost
+                    self.spent[section] = self.spent.get(section, 0) + cost
+        finally:
+            self.caps = caps
 
     def remove_text(self, section: str, item: TextItem) -> None:
         """Take an included item out again (e.g. a recalled message that is also verbatim)."""

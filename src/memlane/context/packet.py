@@ -68,6 +68,8 @@ log = logging.getLogger(__name__)
 
 RECALL_ITEM_TOKENS = 90
 NOTES_SHARE = DEFAULT_CAPS["notes"]
+#: How many of the newest turns recent_turn_summaries holds (PRD-014: "last N turns, compressed").
+RECENT_BRIEFS = 5
 
 
 # --------------------------------------------------------------------- state
@@ -402,7 +404,15 @@ class ContextPacket:
         if default:
             self._default = result
             self.recent_turns = [m for s, g in result.placed if s in ("latest", "recent") for m in g]
-            self.recent_turn_summaries = [it.text for it in sorted(briefs.items, key=lambda x: x.order)]
+            # PRD-014: the last N turns, compressed (whether or not they also went in raw),
+            # after the briefs of older turns the budget left out, oldest first.
+            shown = [it.text for it in sorted(briefs.items, key=lambda x: x.order)]
+            last = [
+                text for turn in self._turns[-RECENT_BRIEFS:]
+                if (text := self._brief(("turn", next((m.id for m in turn if m.id is not None), -1)),
+                                        turn, counter))
+            ]
+            self.recent_turn_summaries = list(dict.fromkeys([*shown, *last]))
         return result
 
     def to_messages(

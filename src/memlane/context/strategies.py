@@ -283,6 +283,18 @@ def simple(ctx: StrategyContext) -> Selection:
     return Selection(turns=turns, reached_start=reached, sections=frozenset())
 
 
+def _after_summary(ctx: StrategyContext, turns: list[list[Message]]) -> list[list[Message]]:
+    """The turns the rolling summary does not cover yet (at least the newest one).
+
+    A packet never says a thing twice: with the summary in, a turn it covers is not also
+    sent verbatim (PRD-014: rolling summary plus the last raw turns). The summary always
+    leaves the newest ``keep_raw_turns`` turns uncovered, so those stay verbatim.
+    """
+    covered = ctx.summary.last_message_id if ctx.summary is not None else 0
+    kept = [t for t in turns if max((m.id or 0) for m in t) > covered]
+    return kept or turns[-1:]
+
+
 def summary(ctx: StrategyContext) -> Selection:
     # Seed 000: a history within the limit goes as it is; otherwise the recent 20.
     turns, reached = _turns(ctx, None)
@@ -291,6 +303,8 @@ def summary(ctx: StrategyContext) -> Selection:
     sel = Selection(turns=turns, reached_start=reached)
     if not reached:
         sel.use_summary = bool(ctx.summary and ctx.summary.text)
+        if sel.use_summary:
+            sel.turns = turns = _after_summary(ctx, turns)
         sel.gap_turns = gap_turns(ctx.mem.store, ctx.session.id, ctx.summary, _start_id(turns))
     return sel
 
@@ -299,8 +313,10 @@ def hybrid(ctx: StrategyContext) -> Selection:
     turns, reached = _turns(ctx, RECENT_TURNS["hybrid"])
     sel = Selection(turns=turns, reached_start=reached)
     if not reached:
-        start = _start_id(turns)
         sel.use_summary = bool(ctx.summary and ctx.summary.text)
+        if sel.use_summary:
+            sel.turns = turns = _after_summary(ctx, turns)
+        start = _start_id(turns)
         sel.gap_turns = gap_turns(ctx.mem.store, ctx.session.id, ctx.summary, start)
         sel.pinned = pinned_groups(ctx.mem.store, ctx.session.id, start)
     return sel

@@ -582,6 +582,8 @@ def attach(mem: Memory) -> None:
     manager.after_update.append(checkpoints.after_turn)
     mem.extensions["summaries"] = manager
     mem.extensions["checkpoints"] = checkpoints
+    if mem.settings.checkpoint_per_turn == "sync":
+        mem.extensions.setdefault("turn_hooks", []).append(checkpoints.turn_stored)
     mem.add_observer(checkpoints.observe_status)
     mem.add_observer(manager.observe, on_close=manager.close, derived=True)
     hooks = mem.extensions.setdefault("forget_hooks", [])

@@ -349,6 +349,9 @@ def _rewrite(sentence: str, speaker: str, addressee: str | None) -> str:
             text = template.format(
                 n=name, p="their" if again else f"{name}'s", o="them" if again else name
             )
+        if m.start() > 0 and name.startswith("The "):
+            # A role, not a name: "Remind the user to...", not "Remind The user to...".
+            text = text.replace(name, "the" + name[3:], 1)
         out.append(sentence[done : m.start()])
         out.append(text)
         done = m.end()
@@ -478,7 +481,10 @@ def _add_subject(text: str, common: frozenset[str]) -> str:
     if m is None:
         return text
     word = m.group(1).lower()
-    if word not in common and word not in _PAST_STARTS and word != "been":
+    # "Created a reminder", "Deleted 412 files": a name is rarely followed by an article
+    # or a number, a verb reporting what was done often is.
+    reported = word.endswith("ed") and len(word) > 4 and bool(_OBJECT_START_RE.match(text[m.end():]))
+    if word not in common and word not in _PAST_STARTS and word != "been" and not reported:
         return text
     rest = text[m.end() :]
     clause = rest.split(",", 1)[0].split(" - ", 1)[0].lower().split()
@@ -494,6 +500,7 @@ def _add_subject(text: str, common: frozenset[str]) -> str:
     return text
 
 
+_OBJECT_START_RE = lazy_compile(r"\s+(?:a|an|the|your|my|its|their|this|that|these|those|all|\d)", re.IGNORECASE)
 _HAS_SUBJECT_RE = lazy_compile(r"^[^,.;!?]*,\s*(?:I|we|they|he|she|it)\b")
 _FINITE = frozenset(
     """
@@ -535,15 +542,18 @@ def _compose(
 ) -> str:
     """The summary form of one sentence: compressed, rewritten, attributed."""
     text = said
+    # "job-204 and job-205 run at 02:00" stays lower-case after "X said".
+    starts_lower = said[:1].islower()
     if compress:
         compact = _REACTION_RE.sub("", text)
         compact = _INTENSIFIER_RE.sub("", compact).strip()
         text = compact[:1].upper() + compact[1:] if compact else text
     if third_person:
         text = _rewrite(_add_subject(text, common), speaker, addressee)
-        if attribute and speaker not in text:
+        if attribute and speaker.lower() not in text.lower():
             # Nobody the reader can place ("The stories were inspiring!"): say who said it.
-            text = f"{speaker}{ATTRIBUTION}{_lower_first(text, common)}"
+            lowered = text[:1].lower() + text[1:] if starts_lower else _lower_first(text, common)
+            text = f"{speaker}{ATTRIBUTION}{lowered}"
     elif attribute and speaker not in text:
         text = f"{speaker}: {text}"
     # A summary states; it does not exclaim.

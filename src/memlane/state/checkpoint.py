@@ -293,6 +293,20 @@ class CheckpointManager:
         except OSError as exc:
             log.warning("cannot write checkpoint of session %s: %s", session_id, exc)
 
+    def turn_stored(self, session_id: str) -> None:
+        """Autosave on the caller's thread (settings ``checkpoint_per_turn: sync``): the
+        checkpoint reflecting a turn is on disk before ``store_interaction`` returns, so a
+        kill -9 right after it hydrates from a fresh checkpoint."""
+        if self.directory is None:
+            return
+        try:
+            if self.summaries is not None:
+                self.summaries.update(session_id)  # folds a block only when one is due
+            self.write(session_id, "turn")
+        except (OSError, MemlaneError) as exc:
+            # Never fails an acknowledged write: the log stays the source of truth.
+            log.warning("cannot write checkpoint of session %s: %s", session_id, exc)
+
     def observe_status(self, session: Session, stored: list[Message]) -> None:
         """A message to a resumed or cleanly shut down session makes it active again."""
         if stored and session.status in _RESUMABLE:

@@ -443,7 +443,14 @@ def _fold_user(state: SessionState, msg: Message, turn: Turn | None, ctx: _Conte
     # The caller's intent always wins; otherwise a coarse one from cue words, so the
     # state says what kind of turn this was even when the runtime did not.
     state.last_intent = intent if isinstance(intent, str) and intent else lang.infer_intent(text)
-    # Any reply from the user answers what the assistant asked.
+    # Any reply from the user answers what the assistant asked; the question that made the
+    # assistant ask back is now carried by this reply, so the next answer closes it.
+    if state.pending_clarifications:
+        for loop in state.loops:
+            asked_before = (loop.message_id or 0) < state.last_assistant_message_id
+            if loop.kind == "question" and asked_before and loop.turn == state.turn_count - 1 \
+                    and msg.id is not None:
+                loop.message_id = msg.id
     state.pending_clarifications = []
     if lang.CANCEL_RE.search(text) and state.loops:
         _close(state, state.loops[-1])
@@ -506,7 +513,17 @@ def _fold_assistant(state: SessionState, msg: Message) -> None:
     for sentence in sents:
         if lang.PROMISE_RE.search(sentence) and not lang.is_question(sentence):
             promise = _snip(sentence)
-            if not any(lp.kind == "promise" and lp.text == promise for lp in state.loops):
+            if any(lp.kind == "promise" and lp.text == promise for lp in state.loops):
+                continue
+            # One loop per request: a promise on the question just asked ("I'll check")
+            # makes that question something the assistant owes; it is not a second loop.
+            asked = [lp for lp in state.loops if lp.kind == "question"
+                     and lp.message_id is not None and lp.message_id > previous_reply]
+            if asked:
+                asked[-1].kind = "promise"
+                for extra in asked[:-1]:
+                    _close(state, extra)
+            else:
                 state.loops.append(OpenLoop("promise", promise, msg.id, state.turn_count))
     state.pending_clarifications = [
         _snip(s) for s in sents if lang.is_question(s) and not lang.PLEASANTRY_QUESTION_RE.search(s)
