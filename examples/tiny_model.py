@@ -19,6 +19,10 @@ _SKIP = {"what", "when", "which", "with", "about", "that", "this", "have", "your
          "decide", "week", "last", "there", "they", "them", "were", "would", "could", "should"}
 
 
+# Lines about the conversation rather than its content (packet headings, state fields).
+_META = ("#", "Now answer", "- Active", "- Last", "- Session", "Open loops", "Waiting for")
+
+
 def answer(messages: list[dict[str, Any]]) -> str:
     question = str(messages[-1].get("content") or "")
     asked = question.rsplit("USER QUESTION:", 1)[-1]
@@ -28,8 +32,8 @@ def answer(messages: list[dict[str, Any]]) -> str:
         context += "\n" + question.rsplit("USER QUESTION:", 1)[0]
     for line in context.splitlines():
         found = {w.lower() for w in _WORD.findall(line)}
-        if words & found and not line.startswith(("#", "Now answer")):
-            return f"From what I know: {line.strip()}"
+        if words & found and not line.startswith(_META) and not line.rstrip().endswith("?"):
+            return f"From what I know: {line.strip().lstrip('- ')}"
     return "I don't know."
 
 

@@ -92,10 +92,11 @@ def test_mark_important_pins_the_whole_exchange_and_writes_a_note(mem: Memory) -
     cmd = mem.add("room", "mark this as important", author_id=ANCHOR)
     res = mem.handle_command("room", cmd.content, ANCHOR, message_id=cmd.id)
     assert res.allowed and res.changed
-    assert res.message == "Marked as important: Got it, May 3rd."
+    # "this" is the Anchor's own point, not the bot's acknowledgement of it.
+    assert res.message == "Marked as important: Our launch date is May 3rd."
     pinned = [(m.role, m.importance) for m in mem.load_session("room") if m.pinned]
     assert pinned == [("user", 1.0), ("assistant", 1.0)]
-    assert [n.text for n in res.notes] == ["Assistant: Got it, May 3rd."]
+    assert [n.text for n in res.notes] == ["JanHein: Our launch date is May 3rd."]
     assert res.notes[0].kind == "important" and res.notes[0].user_id == ANCHOR
     # Nothing to mark in an empty room: a clear message, no change.
     mem.create_session(session_id="empty")

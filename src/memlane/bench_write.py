@@ -129,6 +129,7 @@ def run_write_bench(
         mine, base, bare = _timed_adds(ours, sid, adds, raw_insert, plain_insert)
         plain.close()
         indexed = _indexed_adds(Path(tmp), adds, durability, raw_insert, say)
+        turns = _checkpoint_turns(Path(tmp), min(adds, 300), durability, embedder, say)
         say(f"filling a session with {history:,} messages")
         long_sid = ours.create_session(session_id="long")
         batch = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{_TEXT} #{i}"}
@@ -162,7 +163,32 @@ def run_write_bench(
         "get_recent_messages_4096": _summary(recent),
         "window_messages": len(window),
         "with_default_embedder": indexed,
+        "store_interaction_checkpoint": turns,
     }
+
+
+def _checkpoint_turns(
+    tmp: Path, turns: int, durability: str, embedder: str, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """What the per-turn checkpoint costs: store_interaction with the checkpoint written
+    before it returns (checkpoint_per_turn: sync, the default) and after, on the summary
+    thread (background), interleaved one turn each so both see the same load."""
+    say(f"timing {turns} store_interaction calls, checkpoint sync vs background")
+    mems = {mode: Memory(tmp / f"turns-{mode}.db", durability=durability, embedder=embedder,
+                         checkpoint_per_turn=mode) for mode in ("sync", "background")}
+    times: dict[str, list[float]] = {mode: [] for mode in mems}
+    try:
+        sids = {mode: m.create_session(session_id="turns") for mode, m in mems.items()}
+        for i in range(turns):
+            for mode, m in mems.items():
+                t0 = time.perf_counter()
+                m.store_interaction(f"{_TEXT} #{i}?", f"Answer {i}: {_TEXT}", session_id=sids[mode])
+                times[mode].append(time.perf_counter() - t0)
+    finally:
+        for m in mems.values():
+            m.close()
+    sync, background = _summary(times["sync"]), _summary(times["background"])
+    return {"turns": turns, "sync": sync, "background": background, **_ratios(sync, background)}
 
 
 def _indexed_adds(
@@ -211,6 +237,11 @@ def format_table(result: dict[str, Any]) -> str:
         row("raw sqlite3 insert (same phase)", indexed["raw_sqlite3_insert"])
     elif indexed:
         rows.append((f"memlane add (embedder {indexed['embedder']})", "skipped", "", indexed["skipped"]))
+    turns = result.get("store_interaction_checkpoint")
+    if turns:
+        row("store_interaction, checkpoint before return", turns["sync"],
+            f"{turns['add_p50_ratio']} / {turns['add_p95_ratio']}")
+        row("store_interaction, checkpoint in background", turns["background"])
     row(f"get_recent_messages(4096), {result['history_messages']:,} msgs",
         result["get_recent_messages_4096"])
     widths = [max(len(r[i]) for r in rows) for i in range(4)]

@@ -505,7 +505,22 @@ def _recall(
         out.append(RecalledMessage(msg, hit.score, sid, titles[sid], sid == session.id))
         if len(out) >= top_k:
             break
-    return out
+    return _still_true(mem, out)
+
+
+def _still_true(mem: Memory, recalled: list[RecalledMessage]) -> list[RecalledMessage]:
+    """Without the messages whose facts a newer note superseded: recall says what is true
+    now (the note that replaced them is in the notes section)."""
+    notes = mem.extensions.get("notes")
+    check = getattr(notes, "superseded_messages", None)
+    if not callable(check) or not recalled:
+        return recalled
+    try:
+        stale: set[int] = check([r.message.id for r in recalled if r.message.id is not None])
+    except MemlaneError as exc:
+        log.warning("could not check recalled messages against notes (%s)", exc)
+        return recalled
+    return [r for r in recalled if r.message.id not in stale]
 
 
 def _notes(mem: Memory, session: Session, query: str | None, max_tokens: int) -> list[str]:

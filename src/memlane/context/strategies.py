@@ -18,6 +18,7 @@ adding one is one line: ``STRATEGIES["mine"] = my_strategy``.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -341,7 +342,14 @@ def topic_summaries(blocks: Sequence[SummaryBlock]) -> list[TopicSummary]:
             continue
         out.append(TopicSummary(list(b.topics), b.first_turn, b.last_turn, b.text, b.started_at))
         keys.append(key)
+    for t in out:
+        # Each block opens with "A, B and C talked on <date>."; the line has the date once
+        # already, and merged blocks would repeat the opener.
+        t.text = _TALKED_RE.sub(" ", t.text).strip()
     return out
+
+
+_TALKED_RE = re.compile(r"(?:^|(?<=[.!?])\s)[^.!?]*\btalked(?: on [^.!?]*?(?:am|pm))?\.(?=\s|$)")
 
 
 def _archived(blocks: Sequence[SummaryBlock]) -> list[ArchivedBlock]:

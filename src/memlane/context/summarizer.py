@@ -554,7 +554,7 @@ def _compose(
             # Nobody the reader can place ("The stories were inspiring!"): say who said it.
             lowered = text[:1].lower() + text[1:] if starts_lower else _lower_first(text, common)
             text = f"{speaker}{ATTRIBUTION}{lowered}"
-    elif attribute and speaker not in text:
+    elif attribute and speaker not in text and not text.startswith(f"{speaker}:"):
         text = f"{speaker}: {text}"
     # A summary states; it does not exclaim.
     text = _EXCLAIM_RE.sub(".", text)
@@ -803,7 +803,9 @@ def fit_to_budget(text: str, max_tokens: int, counter: TokenCounter) -> str:
 def _header(messages: Sequence[Message], speakers: Sequence[str]) -> str:
     if len(speakers) < 2:
         return ""
-    names = ", ".join(speakers[:-1]) + f" and {speakers[-1]}"
+    # Role labels are not names: "JanHein, the assistant and Maria talked...".
+    people = [s if i == 0 or not s.startswith("The ") else "the" + s[3:] for i, s in enumerate(speakers)]
+    names = ", ".join(people[:-1]) + f" and {people[-1]}"
     first = min((m.created_at for m in messages), default=None)
     if first is None or first.year <= 1970:
         return f"{names} talked."

@@ -65,6 +65,26 @@ class NotesService:
             log.exception("notes for the context of %s failed", session_id)
             raise MemlaneError(f"notes unavailable: {exc}") from exc
 
+    def superseded_messages(self, message_ids: Sequence[int]) -> set[int]:
+        """Of ``message_ids``, those whose every fact was superseded by a newer note: what
+        they say is no longer true ("I love coffee" after "I prefer tea now"), and the
+        assistant's reply to such a message ("A flat white it is.")."""
+        out: set[int] = set()
+        for mid in message_ids:
+            for source in (mid, mid - 1):  # the message itself, or the one it replies to
+                notes = [n for n in (self.store.get_note(i) for i in self.store.notes_from(message_ids=[source]))
+                         if n is not None]
+                if not notes or not all(n.superseded_by is not None for n in notes):
+                    continue
+                if source != mid:
+                    pair = self.mem.store.get_messages([source, mid])
+                    if len(pair) != 2 or pair[0].session_id != pair[1].session_id \
+                            or [m.role for m in pair] != ["user", "assistant"]:
+                        continue
+                out.add(mid)
+                break
+        return out
+
     def for_context(self, session_id: str, query: str | None, max_tokens: int) -> list[Note]:
         """Current notes visible in ``session_id``: relevant to ``query`` first, within budget."""
         if max_tokens < 1:

@@ -148,14 +148,24 @@ class _Runner:
     # ------------------------------------------------------------ helpers
 
     def _target(self) -> Message | None:
-        """The message "this" points at: the newest earlier one that is not a command."""
+        """The message "this" points at.
+
+        "Remember this important point" (seed 003) is the speaker's own point when they made
+        it last: their statement, even when the bot has replied to it since. When someone
+        else spoke after them, or they asked a question, "this" is the newest earlier
+        message that is not a command (e.g. the bot's answer to their question).
+        """
+        newest: Message | None = None
         for msg in self.mem.store.recent_messages(self.session_id, 20, before_id=None):
             if self.message_id is not None and (msg.id or 0) >= self.message_id:
                 continue
             if msg.role in ("system", "tool") or is_command(msg.content):
                 continue
-            return msg
-        return None
+            newest = newest or msg
+            if msg.role == "user":  # the last person who spoke before the command
+                own = bool(self.author_id) and msg.author_id == self.author_id
+                return msg if own and not msg.content.rstrip().endswith("?") else newest
+        return newest
 
     def _ctx(self) -> ExtractionContext:
         session = self.mem.get_session(self.session_id)

@@ -155,6 +155,10 @@ def relevant_context(
         min_score=DEFAULT_FLOOR if min_score is None else min_score,
     )
     excluded = set(exclude_ids)
+    # What a newer note superseded is not true any more (the note says what is).
+    check = getattr(mem.extensions.get("notes"), "superseded_messages", None)
+    if callable(check) and hits:
+        excluded |= set(check([h.message.id for h in hits if h.message.id is not None]))
     used = 0
     out: list[Message] = []
     for hit in hits:  # search lists near-identical texts once already
