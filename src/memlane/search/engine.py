@@ -102,6 +102,10 @@ def query_focus(query: str) -> str:
     return topic or query
 
 
+#: A message needs this many content words of its own for its exchange to count for it.
+_MIN_OWN_WORDS = 3
+
+
 def _partner_id(msg: Message) -> int:
     """Id of the other half of a user/assistant exchange (adjacent ids), or -1."""
     if msg.id is None:
@@ -419,7 +423,9 @@ class RecallEngine:
             j = by_id.get(_partner_id(c.message))
             partner = cands[j].message if j is not None else None
             if partner is not None and (partner.session_id != c.message.session_id
-                                        or {partner.role, c.message.role} != {"user", "assistant"}):
+                                        or {partner.role, c.message.role} != {"user", "assistant"}
+                                        # "I don't know.", "Nice!": nothing to recall on its own
+                                        or len(content_words(c.message.content)) < _MIN_OWN_WORDS):
                 partner = None
             ctx = text if partner is None else f"{text} {partner.content.lower()}"
             p["context"] = _coverage(focus_terms, ctx)

@@ -48,8 +48,8 @@ class Calibration:
 
 # Fitted by `memlane eval relevance --fit` (see the module docstring); rerun it after
 # changing the embedder's recipe or the features above.
-WITH_VECTORS = Calibration(bias=-4.55, cosine=7.47, own=1.1, context=2.54)
-KEYWORD_ONLY = Calibration(bias=-3.12, cosine=0.0, own=4.08, context=3.55)
+WITH_VECTORS = Calibration(bias=-4.48, cosine=7.08, own=1.7, context=2.34)
+KEYWORD_ONLY = Calibration(bias=-2.87, cosine=0.0, own=3.7, context=3.52)
 
 
 def relevance(cosine: float, own: float, context: float, *, vectors: bool) -> float:

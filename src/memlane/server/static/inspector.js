@@ -314,10 +314,12 @@ function renderPacket(out, packet) {
     (packet.recent_turn_summaries || []).length ? el("h3", { text: "Turn summaries" }) : null,
     (packet.recent_turn_summaries || []).length ? list(packet.recent_turn_summaries) : null,
     el("h3", { text: "Notes" }), list(packet.notes),
-    el("h3", { text: "Recalled from past sessions" }),
+    el("h3", { text: "Recalled (relevance 0-1)" }),
     list(packet.recalled, (r) => el("span", {},
-      el("span", { class: "hit-score", text: Number(r.score).toFixed(3) }), " ",
-      el("span", { class: "muted", text: `${r.session_title || r.session_id}: ` }), r.message.content)));
+      el("span", { class: "hit-score", text: Number(r.score).toFixed(2) }), " ",
+      // A hit from this very session is earlier in this conversation, not a past session.
+      el("span", { class: "muted", text: r.same_session ? "earlier in this session: "
+        : `from ${r.session_title || r.session_id}: ` }), r.message.content)));
   const rendered = el("div", { class: "card rendered" }, el("h3", { text: "Messages sent to the model" }),
     (packet.messages || []).map((m, i) => messageNode({ ...m, id: `p${i}`, created_at: new Date().toISOString(),
       token_count: "", importance: 0 })));
