@@ -126,3 +126,31 @@ def test_packet_mode_feeds_the_budgeted_context(mem: Memory) -> None:
     counter = get_counter(None)
     chat = [message_from_input(i) for i in items if i.get("type") is None]
     assert counter.count_messages(chat) <= 300
+
+
+def test_session_on_a_memlane_server(tmp_path: Any) -> None:
+    from memlane.client import MemoryClient
+    from memlane.server.auth import key_store_for
+    from tests.server_support import open_memory, running_server
+
+    served = open_memory(tmp_path / "server.db")
+    try:
+        with running_server(served, keys=key_store_for(served.store), require_auth=False) as url, \
+                MemoryClient(url) as client:
+
+            async def run() -> None:
+                session = MemlaneSession("remote-ada", client)
+                model = ScriptedModel([*first_run_script(), [say("Your name is Ada.", 2)]])
+                agent = Agent(name="helper", model=model, tools=[weather])
+                first = await Runner.run(agent, "I am Ada. Weather in Oslo?", session=session)
+                assert await session.get_items() == json.loads(json.dumps(first.to_input_list(), default=str))
+                await Runner.run(agent, "What is my name?", session=session)
+                assert model.inputs[-1][0]["content"] == "I am Ada. Weather in Oslo?"
+                assert (await session.pop_item() or {})["content"][0]["text"] == "Your name is Ada."
+                await session.clear_session()
+                assert await session.get_items() == []
+
+            asyncio.run(run())
+        assert served.store.message_ids("remote-ada", include_hidden=True) == []
+    finally:
+        served.close()

@@ -6,9 +6,14 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from memlane.aio import AsyncMemory
+from memlane.aio import AsyncMemory, AsyncMemoryClient
+from memlane.client import MemoryClient
 from memlane.errors import MissingExtraError
 from memlane.memory import Memory
+
+#: What an integration that needs only the public surface accepts: memory in this process
+#: or a memlane server (``MemoryClient``), sync or async.
+AnyMemory = Memory | AsyncMemory | MemoryClient | AsyncMemoryClient
 
 
 def require(module: str, feature: str, extra: str) -> ModuleType:
@@ -19,8 +24,12 @@ def require(module: str, feature: str, extra: str) -> ModuleType:
         raise MissingExtraError(feature, extra) from exc
 
 
-def as_async(memory: Memory | AsyncMemory) -> AsyncMemory:
-    return memory if isinstance(memory, AsyncMemory) else AsyncMemory.wrap(memory)
+def as_async(memory: AnyMemory) -> AsyncMemory | AsyncMemoryClient:
+    if isinstance(memory, AsyncMemory | AsyncMemoryClient):
+        return memory
+    if isinstance(memory, MemoryClient):
+        return AsyncMemoryClient.wrap(memory)
+    return AsyncMemory.wrap(memory)
 
 
 def as_sync(memory: Memory | AsyncMemory) -> Memory:

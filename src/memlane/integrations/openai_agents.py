@@ -24,10 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memlane.aio import AsyncMemory
-from memlane.integrations._support import as_async, require
+from memlane.integrations._support import AnyMemory, as_async, require
 from memlane.items import chat_to_responses
-from memlane.memory import Memory
 
 require("agents", "the OpenAI Agents SDK session", "agents")
 
@@ -41,7 +39,8 @@ __all__ = ["MemlaneSession"]
 
 
 class MemlaneSession(SessionABC):
-    """An Agents SDK session kept in memlane.
+    """An Agents SDK session kept in memlane: a ``Memory`` in this process or a memlane
+    server through ``MemoryClient`` (sync or async variants of either).
 
     ``session_id`` names the memlane session (created on first use). ``packet_tokens``
     switches ``get_items`` to the context packet of that many tokens; ``strategy`` picks
@@ -51,7 +50,7 @@ class MemlaneSession(SessionABC):
     def __init__(
         self,
         session_id: str,
-        memory: Memory | AsyncMemory,
+        memory: AnyMemory,
         *,
         packet_tokens: int | None = None,
         strategy: str | None = None,
@@ -71,15 +70,15 @@ class MemlaneSession(SessionABC):
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         await self._ensure()
         if self.packet_tokens is not None:
-            return await self._packet_items(limit)
+            return await self._packet_items(limit, self.packet_tokens)
         return [m.to_item() for m in await self.memory.items(self.session_id, limit)]  # type: ignore[misc]
 
-    async def _packet_items(self, limit: int | None) -> list[TResponseInputItem]:
+    async def _packet_items(self, limit: int | None, budget: int) -> list[TResponseInputItem]:
         # The SDK asks before it adds the new input, so the query is the newest user text.
         newest = await self.memory.items(self.session_id, 16)
         query = next((m.content for m in reversed(newest) if m.role == "user" and m.content), None)
         packet = await self.memory.context(
-            self.session_id, query, self.packet_tokens, strategy=self.strategy
+            self.session_id, query, budget, strategy=self.strategy
         )
         items = chat_to_responses(packet.to_messages())
         return (items[-limit:] if limit else items)  # type: ignore[return-value]
