@@ -164,3 +164,65 @@ def test_inspector_asks_for_a_key(tmp_path: Path, browser: Any) -> None:
         assert "tenant acme" in page.locator("#who").inner_text()
         page.close()
     mem.close()
+
+
+def _offline(page: Any, base_url: str) -> list[str]:
+    """Refuse every request that leaves the server under test; returns the refused URLs."""
+    refused: list[str] = []
+
+    def handle(route: Any) -> None:
+        if route.request.url.startswith(base_url):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", handle)
+    return refused
+
+
+def test_docs_render_offline(tmp_path: Path, browser: Any) -> None:
+    mem = open_memory(tmp_path / "docs.db")
+    with running_server(mem) as url:
+        page = browser.new_page()
+        refused = _offline(page, url)
+        page.goto(url + "/docs")
+        expect(page.locator(".swagger-ui .info .title")).to_contain_text("memlane", timeout=30_000)
+        paths = len(mem_spec_paths(page, url))
+        page.wait_for_selector(".opblock")
+        assert page.locator(".opblock").count() >= paths > 10
+        page.locator(".opblock-summary", has_text="/v1/sessions").first.click()
+        expect(page.locator(".opblock-body").first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "docs.png"))
+        page.close()
+        assert refused == [], f"/docs reached outside the server: {refused}"
+    mem.close()
+
+
+def mem_spec_paths(page: Any, url: str) -> dict[str, Any]:
+    paths: dict[str, Any] = page.request.get(url + "/openapi.json").json()["paths"]
+    return paths
+
+
+def test_empty_inspector_points_to_the_demo_which_fills_it(tmp_path: Path, browser: Any) -> None:
+    import subprocess
+
+    from tests.server_support import MEMLANE, cli_env
+
+    db = tmp_path / "fresh.db"
+    mem = open_memory(db)
+    with running_server(mem) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.wait_for_selector("body[data-ready='1']")
+        empty = page.locator("#sessions .session-item").inner_text()
+        assert "No sessions yet" in empty and "memlane demo" in empty
+        demo = subprocess.run([MEMLANE, "--store", str(db), "demo"], env=cli_env(tmp_path), capture_output=True,
+                              text=True, timeout=300)
+        assert demo.returncode == 0, demo.stderr
+        page.reload()
+        page.wait_for_selector(".session-item[data-session='demo-session']")
+        page.click(".session-item[data-session='demo-session']")
+        expect(page.locator("#transcript")).to_contain_text("vegetarian")
+        page.close()
+    mem.close()

@@ -133,10 +133,24 @@ def test_keys_cli_and_serve_refuses_public_bind_without_keys(tmp_path: Path) -> 
         assert httpx.get(f"{url}/v1/sessions").status_code == 401
         ok = httpx.get(f"{url}/v1/sessions", headers=auth(created["key"]))
         assert ok.status_code == 200 and ok.json() == {"sessions": []}
+        # the browsable docs are public like the spec (Swagger UI asks for the key under "Authorize")
+        docs = httpx.get(f"{url}/docs")
+        assert docs.status_code == 200 and "/static-docs/swagger-ui-bundle.js" in docs.text
+        assert httpx.get(f"{url}/static-docs/swagger-ui-bundle.js").status_code == 200
 
     assert run_cli(["--store", db, "keys", "revoke", created["id"]], tmp_path).returncode == 0
     assert run_cli(["--store", db, "keys", "revoke", created["id"]], tmp_path).returncode == 4
     assert json.loads(run_cli(["--store", db, "keys", "list", "--json"], tmp_path).stdout) == []
+    # by name, as the README shows; a name two active keys share must be told apart by id
+    for _ in range(2):
+        assert run_cli(["--store", db, "keys", "create", "--tenant", "acme", "--name", "twin"], tmp_path).returncode == 0
+    twice = run_cli(["--store", db, "keys", "revoke", "twin"], tmp_path)
+    assert twice.returncode == 2 and "2 active keys are named 'twin'" in twice.stderr
+    assert run_cli(["--store", db, "keys", "create", "--tenant", "acme", "--name", "solo"], tmp_path).returncode == 0
+    solo = run_cli(["--store", db, "keys", "revoke", "solo"], tmp_path)
+    assert solo.returncode == 0, solo.stderr
+    assert sorted(k["name"] for k in json.loads(run_cli(["--store", db, "keys", "list", "--json"], tmp_path).stdout)) \
+        == ["twin", "twin"]
 
 
 def test_serve_without_keys_on_loopback_says_auth_is_off(tmp_path: Path) -> None:

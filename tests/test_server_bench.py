@@ -21,6 +21,18 @@ def test_bench_serve_cli_short_run(tmp_path: Path) -> None:
     assert result["append"]["p50_ms"] <= result["append"]["p95_ms"]
 
 
+def test_bench_serve_prints_a_report_unless_asked_for_json(tmp_path: Path) -> None:
+    r = run_cli(["bench", "serve", "--duration", "2", "--clients", "2", "--embedder", "hashing"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not r.stdout.lstrip().startswith("{")
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "result       ok"
+    assert any(line.startswith("throughput ") and "requests/s" in line for line in lines)
+    assert any(line.startswith("append ") and "p95" in line for line in lines)
+    # progress went to stderr, as plain lines: stdout is not a terminal here
+    assert "benchmarking the server" in r.stderr and "verifying every acknowledged message" in r.stderr
+
+
 def test_bench_against_a_running_server_with_a_key(tmp_path: Path) -> None:
     from memlane.server.auth import key_store_for
 

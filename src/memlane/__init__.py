@@ -22,6 +22,7 @@ from memlane.errors import (
     MissingExtraError,
     NotFoundError,
     PermissionDeniedError,
+    SessionExistsError,
     SessionNotFoundError,
     StorageError,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "PermissionDeniedError",
     "SearchHit",
     "Session",
+    "SessionExistsError",
     "SessionNotFoundError",
     "Settings",
     "StorageError",

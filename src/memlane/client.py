@@ -74,6 +74,7 @@ LOCAL_ONLY: dict[str, str] = {
     "token_encoding_of": "the token-count cache of the store's own process; the server counts tokens itself",
     "pending_writes": "the embedder queue depth is the memlane_embedder_queue_depth gauge at /metrics",
     "maintain": "cross-tenant lifecycle pass; run it on the server host",
+    "inactive_sessions": "cross-tenant listing for prune_old_sessions; run it on the server host",
     "prune_old_sessions": "cross-tenant deletion; run it on the server host",
     "hydrate": "startup/shutdown of the server's own sessions, not a remote caller's",
     "shutdown": "startup/shutdown of the server's own sessions, not a remote caller's",

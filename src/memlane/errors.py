@@ -52,6 +52,16 @@ class ConflictError(MemlaneError):
     """The request conflicts with stored data (e.g. a session id already taken)."""
 
 
+class SessionExistsError(ConflictError):
+    """An import met a session id that is already stored (and was told neither to skip nor replace)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} already exists; import with on_conflict='skip', 'replace' or 'new'"
+        )
+        self.session_id = session_id
+
+
 class CorruptRecordError(MemlaneError):
     """A stored row could not be decoded. Names the table and row so it can be repaired."""
 

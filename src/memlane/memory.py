@@ -458,13 +458,16 @@ class Memory:
         self.get_session(session_id)
         return self.store.hide_messages(session_id)
 
-    def prune_old_sessions(self, days: int = 30) -> int:
-        """Delete sessions inactive for more than ``days``; returns how many."""
+    def inactive_sessions(self, days: int = 30) -> list[str]:
+        """Ids of the sessions inactive for more than ``days``: what ``prune_old_sessions`` would delete."""
         if days < 0:
             raise InvalidInputError("days must be >= 0")
-        cutoff = utcnow() - timedelta(days=days)
+        return self.store.sessions_inactive_before(utcnow() - timedelta(days=days))
+
+    def prune_old_sessions(self, days: int = 30) -> int:
+        """Delete sessions inactive for more than ``days``; returns how many."""
         deleted = 0
-        for sid in self.store.sessions_inactive_before(cutoff):
+        for sid in self.inactive_sessions(days):
             deleted += int(self.delete_session(sid))
         return deleted
 

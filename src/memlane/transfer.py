@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memlane.errors import ConflictError, InvalidInputError
+from memlane.errors import InvalidInputError, SessionExistsError
 from memlane.items import describe
 from memlane.models import (
     JSON,
@@ -250,10 +250,7 @@ def import_sessions(mem: Memory, text: str, fmt: str, *, on_conflict: str = "err
             if on_conflict == "replace":
                 mem.delete_session(session.id)
             else:
-                raise ConflictError(
-                    f"session {session.id!r} already exists; import with on_conflict="
-                    "'skip', 'replace' or 'new'"
-                )
+                raise SessionExistsError(session.id)
         mem.store.restore_session(session, messages, turns)
         stored = mem.store.get_session(session.id)
         if stored is not None and messages:

@@ -6,7 +6,8 @@ import json
 
 import typer
 
-from memlane.cli.common import console, err_console
+from memlane.cli.common import console
+from memlane.cli.progress import status
 
 
 def write_cmd(
@@ -22,11 +23,8 @@ def write_cmd(
     """Add latency against raw sqlite3 (same row, same durability) and windowing on 100k messages."""
     from memlane.bench_write import run_write_bench
 
-    with err_console.status("benchmarking the write path") as status:
-        result = run_write_bench(
-            adds=adds, history=history, durability=durability, embedder=embedder,
-            progress=lambda msg: status.update(msg),
-        )
+    with status("benchmarking the write path") as say:
+        result = run_write_bench(adds=adds, history=history, durability=durability, embedder=embedder, progress=say)
     if as_json:
         print(json.dumps(result, indent=2))
         return

@@ -9,9 +9,17 @@ import typer
 from rich.console import Console
 
 from memlane.config import Settings, load_settings
+from memlane.errors import NotFoundError
 
 console = Console()
-err_console = Console(stderr=True)
+# soft wrap: an error is one line however long, so scripts and logs keep it whole
+err_console = Console(stderr=True, soft_wrap=True)
+
+#: ``--store`` on a sub-command: the same as the global one, so it may also come after the command.
+STORE_OPTION: Any = typer.Option(
+    None, "--store", "--db",
+    help="Database: a SQLite path, sqlite:///path, memory:// or postgresql://... (as the global --store).",
+)
 
 
 @dataclass
@@ -22,17 +30,37 @@ class CliState:
     def settings(self, **overrides: Any) -> Settings:
         return load_settings(self.config, **overrides)
 
-    def open(self, **overrides: Any) -> Any:
-        """Open Memory on --store, else the configured storage_path."""
+    def url(self, *, create: bool = True) -> str:
+        """The store to open: --store, else the configured storage_path.
+
+        Only commands that write pass ``create``: reading a --store that does not exist is an
+        error, not a new empty database (and new directories) under a mistyped path. The
+        configured path is created either way, so a first ``memlane sessions`` just shows none.
+        """
+        from memlane.store import local_file
+
+        if not self.store:
+            return self.settings().storage_url()
+        path = None if create else local_file(self.store)
+        if path is not None and not path.exists():
+            raise NotFoundError(
+                f"no database at {path}: check --store (this command only reads; "
+                "commands that write, such as memlane import or memlane demo, create it)"
+            )
+        return self.store
+
+    def open(self, *, create: bool = False, **overrides: Any) -> Any:
+        """Open Memory on :meth:`url` (a read, unless ``create``)."""
         from memlane.memory import Memory
 
-        settings = self.settings(**overrides)
-        return Memory(self.store or settings.storage_url(), settings=settings)
+        url = self.url(create=create)
+        return Memory(url, settings=self.settings(**overrides))
 
 
-def state(ctx: typer.Context) -> CliState:
+def state(ctx: typer.Context, store: str | None = None) -> CliState:
+    """The global options; a sub-command's own ``--store`` wins over the one before it."""
     obj = ctx.find_root().obj
     if not isinstance(obj, CliState):
         obj = CliState()
         ctx.find_root().obj = obj
-    return obj
+    return CliState(store=store, config=obj.config) if store else obj

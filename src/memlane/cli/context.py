@@ -7,7 +7,8 @@ import json
 import typer
 from rich.markup import escape
 
-from memlane.cli.common import console, state
+from memlane.cli.common import STORE_OPTION, console, state
+from memlane.cli.render import tool_call_text
 
 # One colour per budget section, shared by the bar and its legend.
 _COLOURS = {
@@ -44,9 +45,10 @@ def context_cmd(
     ),
     archived: bool = typer.Option(False, "--archived", help="Show the archived tier instead."),
     as_json: bool = typer.Option(False, "--json", help="Print the packet as JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Build the context packet for a session and show its messages and budget."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         if archived:
             from memlane.context.strategies import archived_blocks
 
@@ -100,8 +102,8 @@ def context_cmd(
         console.rule(f"{msg['role']}", style="dim")
         if msg.get("content"):
             console.print(msg["content"], highlight=False, markup=False)
-        if msg.get("tool_calls"):
-            console.print(f"[dim]tool calls: {escape(json.dumps(msg['tool_calls']))}[/dim]", highlight=False)
+        for call in msg.get("tool_calls") or []:
+            console.print(f"[cyan]→ calls[/cyan] {escape(tool_call_text(call))}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

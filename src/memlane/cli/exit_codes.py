@@ -1,4 +1,4 @@
-"""Exit codes of the `memlane` command, one per error class, in one place."""
+"""How the `memlane` command reports errors: an exit code per error class, and the wording."""
 
 from __future__ import annotations
 
@@ -25,3 +25,14 @@ def exit_code_for(exc: BaseException) -> int:
         if isinstance(exc, cls):
             return code
     return 1
+
+
+def cli_message(exc: BaseException) -> str:
+    """The error as a command-line user should read it: commands and flags, not Python calls.
+
+    The library's messages name Python calls (``create_session()``); where one would, say
+    what to run instead.
+    """
+    if isinstance(exc, errors.SessionNotFoundError):
+        return f"session {exc.session_id!r} does not exist; memlane sessions lists the stored ones"
+    return str(exc)

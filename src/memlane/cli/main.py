@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from memlane.cli import bench, context, demo, notes, serve, sessions
 from memlane.cli.common import CliState, err_console
-from memlane.cli.exit_codes import exit_code_for
+from memlane.cli.exit_codes import cli_message, exit_code_for
 from memlane.errors import MemlaneError
 
 app = typer.Typer(
@@ -124,12 +125,23 @@ def _eval_relevance(
         print("fitted:", out["fitted"])
 
 
+def _quiet_flags(command: Any) -> None:
+    """Show no type for flags in --help: typer labels every bool ``<bool>``, but a flag takes no value."""
+    for param in command.get_params(typer.Context(command)):  # with the --help option itself
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _quiet_flags(sub)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning memlane errors into one line and an exit code."""
+    command = typer.main.get_command(app)
+    _quiet_flags(command)
     try:
-        app(args=argv, standalone_mode=False)
+        command(args=argv, prog_name="memlane", standalone_mode=False)
     except MemlaneError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(cli_message(exc))}", highlight=False)
         sys.exit(exit_code_for(exc))
     except (typer.Exit, SystemExit) as exc:
         code = exc.exit_code if isinstance(exc, typer.Exit) else exc.code

@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from memlane.cli.common import console, state
+from memlane.cli.common import STORE_OPTION, console, state
 from memlane.errors import InvalidInputError, PermissionDeniedError
 
 notes_app = typer.Typer(help="Long-term notes: what memlane distilled from conversations.", no_args_is_help=True)
@@ -50,9 +50,10 @@ def notes_list(
     history: bool = typer.Option(False, "--history", help="Include superseded versions."),
     limit: int = typer.Option(50, "--limit", "-n", min=1),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """List long-term notes, the most important first."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         found = mem.notes(query, session_id=session_id, user_id=user, kind=kind,
                           include_history=history, limit=limit)
     _print_notes(found, as_json)
@@ -68,9 +69,10 @@ def notes_add(
     slot: str | None = typer.Option(None, "--slot", help="What it states, e.g. pref:coffee; a newer note in the slot supersedes it."),
     importance: float = typer.Option(0.8, "--importance", min=0.0, max=1.0),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Write a note yourself."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open(create=True) as mem:
         note = mem.add_note(text, kind=kind, user_id=user, session_id=session_id, slot=slot,
                             importance=importance)
     if as_json:
@@ -84,9 +86,10 @@ def notes_history(
     ctx: typer.Context,
     note_id: int = typer.Argument(..., help="Any version's id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """How a note changed: every version, oldest first."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         versions = mem.note_history(note_id)
     _print_notes(versions, as_json)
 
@@ -101,9 +104,10 @@ def notes_facets(
     value: str | None = typer.Option(None, "--value", help="Only this exact value, e.g. a name or URL."),
     limit: int = typer.Option(200, "--limit", "-n", min=1),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """What was tracked beside the dialogue: entities, links, dates and system actions."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         found = mem.facets(session_id, kind, value=value, limit=limit)
     if as_json:
         print(json.dumps([f.to_dict() for f in found], ensure_ascii=False, indent=2))
@@ -119,11 +123,12 @@ def notes_forget(
     ctx: typer.Context,
     note_id: int = typer.Argument(..., help="The note to delete, with all its versions."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Delete a note and every version of it."""
     if not yes:
         typer.confirm(f"Delete note {note_id} and its history?", abort=True)
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         n = mem.extensions["notes"].forget_note(note_id) if "notes" in mem.extensions else 0
     console.print(f"deleted {n} note version(s)")
 
@@ -132,9 +137,10 @@ def notes_forget(
 def notes_promote(
     ctx: typer.Context,
     session_id: str | None = typer.Option(None, "--session", help="Only this conversation (default: all)."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Run the promotion gate now over messages it has not read yet."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         service = mem.extensions.get("notes")
         if service is None:
             raise InvalidInputError(f"store {mem.store.url} keeps no notes")
@@ -154,9 +160,10 @@ def audit_cmd(
     session_id: str | None = typer.Option(None, "--session", help="Only this conversation."),
     limit: int = typer.Option(50, "--limit", "-n", min=1),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """The audit log of memory commands: who asked what, when, and the result."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         service = mem.extensions.get("notes")
         if service is None:
             raise InvalidInputError(f"store {mem.store.url} keeps no audit log")
@@ -180,9 +187,10 @@ def say_cmd(
     author: str | None = typer.Option(None, "--as", help="Who says it (default: the Anchor)."),
     name: str | None = typer.Option(None, "--name", help="Their display name."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Run a memory command as it would be said in a conversation."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open(create=True) as mem:
         sid = session_id or mem.settings.cli_session_id
         mem.ensure_session(sid)
         result = mem.handle_command(sid, text, author or mem.anchor_id,
@@ -204,9 +212,10 @@ def maintain_cmd(
     ctx: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would change."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Apply the lifecycle limits: archive inactive conversations, prune, trim long ones."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         report = mem.maintain(dry_run=dry_run)
     data = report.to_dict()
     if as_json:
@@ -223,9 +232,10 @@ def archive_cmd(
     ctx: typer.Context,
     session_ids: list[str] = typer.Argument(None, help="Conversations to archive (none: list the archive)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Move conversations to the archive tier (out of context, still searchable), or list it."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         if session_ids:
             for sid in session_ids:
                 done = mem.archive_session(sid, "archived from the CLI")
@@ -245,9 +255,10 @@ def archive_cmd(
 def restore_archive_cmd(
     ctx: typer.Context,
     session_ids: list[str] = typer.Argument(..., help="Archived conversations to bring back."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Bring archived conversations back into the active tier."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         for sid in session_ids:
             done = mem.unarchive_session(sid)
             console.print(f"{sid}: {'restored' if done else 'was not archived'}")
@@ -267,11 +278,12 @@ def backup_cmd(
     dest: Path = typer.Argument(..., help="The backup file to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Back up the database while it is in use (SQLite online backup, checked)."""
     from memlane.rooms.backup import backup_database
 
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         src = _sqlite_path(mem)
     report = backup_database(src, dest, overwrite=force)
     if as_json:
@@ -286,15 +298,14 @@ def restore_cmd(
     backup: Path = typer.Argument(..., exists=True, dir_okay=False, help="A file written by memlane backup."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Replace the database with a backup (the backup is checked first)."""
     from memlane.rooms.backup import check_database, restore_database
+    from memlane.store import local_file
 
-    st = state(ctx)
-    target = st.store or st.settings().storage_url()
-    if target.startswith("sqlite:///"):
-        target = target[len("sqlite:///"):]
-    if "://" in target:
+    target = local_file(state(ctx, store).url())
+    if target is None:
         raise InvalidInputError("restore works on a SQLite file; for PostgreSQL use pg_restore")
     info = check_database(backup)
     if not yes:

@@ -3,49 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from memlane.cli.common import console, err_console
+from memlane.cli.common import console
+from memlane.cli.progress import progress_bar
 from memlane.errors import InvalidInputError
 
 
-@contextmanager
-def _progress() -> Iterator[Any]:
-    """A rich progress bar per phase on stderr; yields a callback (phase, done, total)."""
-    bar = Progress(
-        TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=err_console,
-    )
-    tasks: dict[str, Any] = {}
-
-    def update(what: str, done: int, total: int) -> None:
-        if what not in tasks:
-            tasks[what] = bar.add_task(what, total=total or None)
-        bar.update(tasks[what], completed=done, total=total or None)
-
-    with bar:
-        yield update
-
-
 def _open_source(url: str) -> Any:
-    from memlane.store import open_store
+    from memlane.store import local_file, open_store
 
-    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else url
-    if "://" not in path and not Path(path).expanduser().exists():
-        raise InvalidInputError(f"the source database {path!r} does not exist")
+    path = local_file(url)
+    if path is not None and not path.exists():
+        raise InvalidInputError(f"the source database {str(path)!r} does not exist")
     return open_store(url)
 
 
@@ -71,7 +43,7 @@ def migrate_cmd(
     try:
         dst = open_store(target)
         try:
-            with _progress() as progress:
+            with progress_bar(keep=True) as progress:
                 report = migrate(src, dst, keep_ids=False if new_ids else None, vectors=vectors, progress=progress)
         finally:
             dst.close()
@@ -113,7 +85,7 @@ def bench_store_cmd(
     """Add and search p50/p95 on PostgreSQL beside SQLite, same log, same run."""
     from memlane.bench_store import run_store_bench
 
-    with _progress() as progress:
+    with progress_bar() as progress:
         result = run_store_bench(
             postgres=store, messages=messages, adds=adds, searches=searches, embedder=embedder,
             progress=progress,

@@ -3,33 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from memlane.cli.common import console, err_console, state
-
-
-@contextmanager
-def _progress() -> Iterator[Any]:
-    """A rich progress bar on stderr; yields a callback (what, done, total)."""
-    bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err_console, transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def update(what: str, done: int, total: int) -> None:
-        if what not in tasks:
-            tasks[what] = bar.add_task(what, total=total or None)
-        bar.update(tasks[what], completed=done, total=total or None)
-
-    with bar:
-        yield update
+from memlane.cli.common import STORE_OPTION, console, err_console, state
+from memlane.cli.progress import progress_bar
 
 
 def reindex_cmd(
@@ -38,6 +17,7 @@ def reindex_cmd(
         None, "--embedder", help="Embedder spec to use from now on (default: the configured one)."
     ),
     batch: int = typer.Option(64, "--batch", min=1, help="Messages per embedding batch."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Rebuild the keyword and vector indexes from the log (backfill, or switch embedders).
 
@@ -47,17 +27,17 @@ def reindex_cmd(
     from memlane.search.reindex import reindex
     from memlane.store import open_store
 
-    st = state(ctx)
+    st = state(ctx, store)
     settings = st.settings()
     spec = embedder if embedder is not None else settings.embedder
     model = embedder_from_settings(spec)
-    store = open_store(st.store or settings.storage_url(), durability=settings.durability)
+    opened = open_store(st.url(create=False), durability=settings.durability)
     try:
-        index = vector_index_for(store)
-        with _progress() as progress:
-            result = reindex(store, index, model, batch_size=batch, progress=progress)
+        index = vector_index_for(opened)
+        with progress_bar() as progress:
+            result = reindex(opened, index, model, batch_size=batch, progress=progress)
     finally:
-        store.close()
+        opened.close()
     what = f"{result.embedded} vectors with {result.model.describe()}" if result.model else "no vectors"
     console.print(f"reindexed {result.messages} messages: keyword index rebuilt, {what}")
     if embedder is not None and embedder != settings.embedder:
@@ -83,7 +63,7 @@ def eval_locomo_cmd(
     """Retrieval quality on LoCoMo: Recall@1/5/10/20 and Hit@5 of mem.search, with baselines."""
     from memlane.eval.locomo import CATEGORY_NAMES, evaluate
 
-    with _progress() as progress:
+    with progress_bar() as progress:
         result = evaluate(
             files, embedder=embedder, max_questions=max_questions, progress=progress, store=store
         )
@@ -134,7 +114,7 @@ def bench_search_cmd(
             "install it with: pip install 'memlane[bench]'",
             markup=False,  # else rich reads "[bench]" as a style tag and drops it
         )
-    with _progress() as progress:
+    with progress_bar() as progress:
         result = run_search_bench(
             messages=messages, ingest=ingest, queries=queries, embedder_spec=embedder,
             progress=progress,

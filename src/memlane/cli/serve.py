@@ -12,8 +12,9 @@ from typing import Any
 
 import typer
 
-from memlane.cli.common import CliState, console, err_console, state
-from memlane.errors import ConfigError, MissingExtraError
+from memlane.cli.common import STORE_OPTION, console, err_console, state
+from memlane.cli.progress import status
+from memlane.errors import ConfigError, InvalidInputError, MissingExtraError
 
 keys_app = typer.Typer(help="API keys of the server: each key maps to one tenant.", no_args_is_help=True)
 
@@ -24,11 +25,6 @@ def _need_server_extra() -> None:
             importlib.import_module(module)
         except ImportError as exc:
             raise MissingExtraError("the memlane server", "server") from exc
-
-
-def _open(ctx: typer.Context, store: str | None) -> Any:
-    st = state(ctx)
-    return CliState(store=store or st.store, config=st.config).open()
 
 
 def decide_auth(host: str, has_keys: bool, flag: bool | None) -> bool:
@@ -57,7 +53,7 @@ def serve_cmd(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (no-auth mode only on loopback)."),
     port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0 picks a free one)."),
-    store: str | None = typer.Option(None, "--store", help="Database URL or path (default: the configured one)."),
+    store: str | None = STORE_OPTION,
     auth: bool | None = typer.Option(
         None, "--auth/--no-auth",
         help="Require API keys. Default: required when keys exist or the bind is not loopback.",
@@ -73,7 +69,7 @@ def serve_cmd(
     from memlane.server.auth import key_store_for
     from memlane.server.runner import serve_forever
 
-    mem = _open(ctx, store)
+    mem = state(ctx, store).open(create=True)
     try:
         keys = key_store_for(mem.store)
         require = decide_auth(host, keys.has_active_keys(), auth)
@@ -102,14 +98,14 @@ def serve_cmd(
 
 def mcp_cmd(
     ctx: typer.Context,
-    store: str | None = typer.Option(None, "--store", help="Database URL or path."),
+    store: str | None = STORE_OPTION,
     tenant: str | None = typer.Option(None, "--tenant", help="Only this tenant's sessions (default: all)."),
 ) -> None:
     """Run the MCP server over stdio (for Claude Desktop, IDEs and other MCP hosts)."""
     _need_server_extra()
     from memlane.server.mcp import run_stdio
 
-    mem = _open(ctx, store)
+    mem = state(ctx, store).open(create=True)
     try:
         run_stdio(mem, tenant)
     finally:
@@ -124,11 +120,12 @@ def keys_create_cmd(
     tenant: str = typer.Option(..., "--tenant", help="The tenant whose sessions this key may see."),
     name: str | None = typer.Option(None, "--name", help="A label, e.g. the agent that uses the key."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Create an API key. The key is printed once; only its hash is stored."""
     from memlane.server.auth import key_store_for
 
-    with state(ctx).open() as mem:
+    with state(ctx, store).open(create=True) as mem:
         record, plaintext = key_store_for(mem.store).create_key(tenant, name)
     if as_json:
         print(json.dumps({**record.to_dict(), "key": plaintext}))
@@ -142,13 +139,14 @@ def keys_list_cmd(
     ctx: typer.Context,
     all_: bool = typer.Option(False, "--all", help="Include revoked keys."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """List API keys (ids and tenants; never the keys themselves)."""
     from rich.table import Table
 
     from memlane.server.auth import key_store_for
 
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         found = key_store_for(mem.store).list_keys(include_revoked=all_)
     if as_json:
         print(json.dumps([k.to_dict() for k in found], indent=2))
@@ -165,17 +163,26 @@ def keys_list_cmd(
 
 def keys_revoke_cmd(
     ctx: typer.Context,
-    key_id: str = typer.Argument(..., help="The key id (from `memlane keys list`) or the whole key."),
+    key: str = typer.Argument(..., help="The key's id or name (from `memlane keys list`), or the whole key."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Revoke an API key; requests with it are refused from now on."""
     from memlane.errors import NotFoundError
     from memlane.server.auth import key_store_for, split_key
 
-    parts = split_key(key_id)
-    wanted = parts[0] if parts else key_id
-    with state(ctx).open() as mem:
-        if not key_store_for(mem.store).revoke_key(wanted):
-            raise NotFoundError(f"no active key {wanted!r}; see memlane keys list --all")
+    parts = split_key(key)
+    wanted = parts[0] if parts else key
+    with state(ctx, store).open() as mem:
+        keys = key_store_for(mem.store)
+        if not keys.revoke_key(wanted):
+            named = [k.id for k in keys.list_keys() if k.name == key]
+            if len(named) > 1:
+                raise InvalidInputError(
+                    f"{len(named)} active keys are named {key!r} ({', '.join(named)}); revoke one by its id"
+                )
+            if not named or not keys.revoke_key(named[0]):
+                raise NotFoundError(f"no active key with id or name {key!r}; see memlane keys list --all")
+            wanted = named[0]
     console.print(f"revoked key {wanted}", highlight=False)
 
 
@@ -195,13 +202,14 @@ def chat_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the packet instead of calling a model; store nothing."),
     server: str | None = typer.Option(None, "--server", help="Use a memlane server (URL) instead of the local database."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="MEMLANE_API_KEY", help="API key for --server."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Chat with any OpenAI-compatible model, with memlane as its memory (/help inside)."""
     import os
 
     from memlane.server.chat import DEFAULT_BASE_URL, DEFAULT_MODEL, ChatModel, ChatRepl, stdin_lines
 
-    st = state(ctx)
+    st = state(ctx, store)
     settings = st.settings()
     chat_model = None
     if not dry_run:
@@ -215,7 +223,7 @@ def chat_cmd(
 
         mem: Any = MemoryClient(server, api_key=api_key)
     else:
-        mem = st.open()
+        mem = st.open(create=not dry_run)
     try:
         from rich.console import Console
 
@@ -244,16 +252,15 @@ def bench_serve_cmd(
     """Load-test the server: clients append and search; reports throughput, p50/p95 and
     checks that every acknowledged message is stored."""
     _need_server_extra()
-    from memlane.server.bench import run_serve_bench
+    from memlane.server.bench import format_report, run_serve_bench
 
-    with err_console.status("benchmarking the server") as status:
+    with status("benchmarking the server") as say:
         result = run_serve_bench(url=url, api_key=api_key, clients=clients, duration=duration,
-                                 search_every=search_every, embedder=embedder,
-                                 progress=lambda msg: status.update(msg))
+                                 search_every=search_every, embedder=embedder, progress=say)
     if as_json:
         print(json.dumps(result, indent=2))
     else:
-        console.print_json(json.dumps(result))
+        print(format_report(result))
     if not result["ok"]:
         raise typer.Exit(1)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Literal
 
 import typer
 from rich.table import Table
 
-from memlane.cli.common import console, state
+from memlane.cli.common import STORE_OPTION, console, state
+from memlane.cli.render import print_message
+from memlane.errors import ConflictError, SessionExistsError
 
 
 def _short(text: str, width: int = 80) -> str:
@@ -23,9 +26,10 @@ def sessions_cmd(
     user: str | None = typer.Option(None, "--user", help="Only this user's sessions."),
     status: str | None = typer.Option(None, "--status", help="Only sessions with this status."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """List sessions, most recently active first."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         found = mem.list_sessions(limit=limit, user_id=user, status=status)
     if as_json:
         print(json.dumps([s.to_dict() for s in found], ensure_ascii=False, indent=2))
@@ -47,9 +51,10 @@ def history_cmd(
     ),
     all_: bool = typer.Option(False, "--all", help="Include messages hidden by /clear."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON messages."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Show a session's messages, oldest first."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         if max_tokens is not None:
             msgs = mem.get_recent_messages(session_id, max_tokens)
         else:
@@ -58,12 +63,10 @@ def history_cmd(
         print(json.dumps([m.to_dict() for m in msgs], ensure_ascii=False, indent=2))
         return
     for m in msgs:
-        who = m.author_name or m.author_id or m.role
-        stamp = m.created_at.strftime("%Y-%m-%d %H:%M")
-        console.print(f"[dim]{stamp} #{m.id or '-'}[/dim] [bold]{who}[/bold] ({m.role})", highlight=False)
-        console.print(m.content, highlight=False, markup=False)
-        if m.tool_calls:
-            console.print(f"[dim]tool calls: {json.dumps(m.tool_calls)}[/dim]", highlight=False)
+        who = m.author_name or m.author_id or (f"{m.role} {m.name}" if m.name else m.role)
+        header = f"#{m.id or '-'}  {who} ({m.role})  {m.created_at:%Y-%m-%d %H:%M}"
+        print_message(console, header=header, content=m.content, tool_calls=m.tool_calls,
+                      tool_call_id=m.tool_call_id)
 
 
 def search_cmd(
@@ -73,9 +76,10 @@ def search_cmd(
     user: str | None = typer.Option(None, "--user", help="Only this user's sessions."),
     top_k: int = typer.Option(10, "--top-k", "-k", min=1, help="How many hits."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON hits."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Search all stored conversations; shows each hit's score and its parts."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         hits = mem.search(query, session_id=session_id, user_id=user, top_k=top_k)
     if as_json:
         print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
@@ -95,9 +99,10 @@ def export_cmd(
     session_id: str = typer.Argument(..., help="The session to export."),
     fmt: str = typer.Option("json", "--format", "-f", help="json, jsonl or markdown."),
     output: Path | None = typer.Option(None, "--output", "-o", help="File to write (default stdout)."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Export a session (JSON and JSONL round-trip exactly)."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         text = mem.export_session(session_id, fmt)
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -110,14 +115,24 @@ def import_cmd(
     ctx: typer.Context,
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="An exported file."),
     fmt: str | None = typer.Option(None, "--format", "-f", help="json, jsonl or markdown (default: by extension)."),
-    on_conflict: str = typer.Option("error", "--on-conflict", help="error, skip, replace or new."),
+    on_conflict: Literal["error", "skip", "replace", "new"] = typer.Option(
+        "error", "--on-conflict",
+        help="When a session id is already stored: error, skip it, replace it, or import as new sessions.",
+    ),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Import sessions from an export file. Nothing is written if any part is invalid."""
     chosen = fmt or {".jsonl": "jsonl", ".md": "markdown", ".markdown": "markdown"}.get(
         path.suffix.lower(), "json"
     )
-    with state(ctx).open() as mem:
-        ids = mem.import_sessions(path.read_text(encoding="utf-8"), chosen, on_conflict=on_conflict)
+    with state(ctx, store).open(create=True) as mem:
+        try:
+            ids = mem.import_sessions(path.read_text(encoding="utf-8"), chosen, on_conflict=on_conflict)
+        except SessionExistsError as exc:
+            raise ConflictError(
+                f"session {exc.session_id!r} already exists; nothing was imported. Import again with "
+                "--on-conflict skip, --on-conflict replace or --on-conflict new"
+            ) from exc
     console.print(f"imported {len(ids)} session(s): {', '.join(ids)}")
 
 
@@ -125,13 +140,21 @@ def prune_cmd(
     ctx: typer.Context,
     days: int | None = typer.Option(None, "--days", min=0, help="Delete sessions inactive this long (default: auto_prune_days or 30)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Delete sessions that have been inactive for more than N days."""
-    st = state(ctx)
+    st = state(ctx, store)
     chosen = days if days is not None else (st.settings().auto_prune_days or 30)
-    if not yes:
-        typer.confirm(f"Delete sessions inactive for more than {chosen} days?", abort=True)
     with st.open() as mem:
+        doomed = len(mem.inactive_sessions(chosen))
+        if doomed == 0:
+            console.print(f"no session has been inactive for more than {chosen} days; nothing deleted")
+            return
+        if not yes:
+            typer.confirm(
+                f"Delete {doomed} session(s) inactive for more than {chosen} days, with all their messages?",
+                abort=True,
+            )
         n = mem.prune_old_sessions(chosen)
     console.print(f"deleted {n} session(s)")
 
@@ -140,11 +163,12 @@ def delete_cmd(
     ctx: typer.Context,
     session_id: str = typer.Argument(..., help="The session to delete."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Delete a session and everything derived from it."""
     if not yes:
         typer.confirm(f"Delete session {session_id} and all its messages?", abort=True)
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         if not mem.delete_session(session_id):
             from memlane.errors import SessionNotFoundError
 
@@ -155,9 +179,10 @@ def delete_cmd(
 def stats_cmd(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
 ) -> None:
     """Counts and sizes of what is stored."""
-    with state(ctx).open() as mem:
+    with state(ctx, store).open() as mem:
         data = mem.stats()
     if as_json:
         print(json.dumps(data, indent=2, default=str))

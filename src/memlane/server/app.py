@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import FileResponse
+from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 
@@ -28,6 +29,7 @@ from memlane.server.middleware import AuthMiddleware, BodyLimitMiddleware
 from memlane.server.schemas import Health
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DOCS_ASSETS = "/static-docs"  # where /docs loads Swagger UI's files from
 DESCRIPTION = """\
 Conversation memory for LLM agents over HTTP.
 
@@ -83,13 +85,15 @@ def create_app(
         async with mcp_server.session_manager.run():
             yield
 
-    app = FastAPI(
+    # Swagger UI's script and styles come from a pip package, not a CDN: /docs works offline.
+    app = FastAPIOffline(
         title="memlane",
         version=memlane.__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
         docs_url="/docs",
         redoc_url=None,
+        static_url=DOCS_ASSETS,
     )
     _warm_up(mem)
     app.state.mem = mem

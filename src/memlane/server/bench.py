@@ -219,3 +219,27 @@ def run_serve_bench(
     say("starting memlane serve on a temporary database")
     with _local_server(embedder) as base:
         return run(base)
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """The figures of :func:`run_serve_bench` as plain text (``--json`` gives the dict)."""
+
+    def latency(fig: dict[str, float]) -> str:
+        if not fig["count"]:
+            return "none"
+        return (f"{fig['count']:,} requests, p50 {fig['p50_ms']} ms, p95 {fig['p95_ms']} ms, "
+                f"p99 {fig['p99_ms']} ms")
+
+    verified = result["verified"]
+    lines = [
+        f"server       {result['server']}",
+        f"load         {result['clients']} clients for {result['duration_s']} s",
+        f"throughput   {result['throughput_rps']} requests/s ({result['appends_per_s']} appends/s)",
+        f"append       {latency(result['append'])}",
+        f"search       {latency(result['search'])}",
+        f"errors       {result['errors']}" + "".join(f"\n  {e}" for e in result["error_samples"]),
+        f"stored       {verified['acknowledged']:,} acknowledged messages read back: "
+        f"{verified['missing']} missing, {verified['different']} different",
+        "result       " + ("ok" if result["ok"] else "FAILED"),
+    ]
+    return "\n".join(lines)

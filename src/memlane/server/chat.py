@@ -60,6 +60,13 @@ Memory commands work as plain text too when said as orders ("remember this: X",
 memory, not the model. Anything else, questions about the past included ("what did we
 decide about X?"), goes to the model with the context packet (recalled messages too)."""
 
+#: what these commands would change, said instead of doing it under --dry-run
+DRY_RUN_SKIPS = {
+    "remember": "would keep a long-term note: {arg}",
+    "clear": "would hide the history of session {session} from context",
+    "new": "would start a new session",
+}
+
 
 class ModelUnavailableError(MemlaneError):
     """No chat model answered; the message says how to configure one."""
@@ -145,7 +152,8 @@ class ChatRepl:
         self.last_query: str | None = None
         self.session_id = self._start(session_id)
         self.commands: dict[str, Callable[[str], None]] = {
-            "help": lambda _: self.out.print(HELP, highlight=False),
+            # markup off: "[title]", "[n]", "[query]" are literal text, not rich style tags
+            "help": lambda _: self.out.print(HELP, highlight=False, markup=False),
             "sessions": self.cmd_sessions, "load": self.cmd_load, "new": self.cmd_new, "save": self.cmd_save,
             "history": self.cmd_history, "clear": self.cmd_clear, "search": self.cmd_search,
             "context": self.cmd_context, "remember": self.cmd_remember,
@@ -159,7 +167,10 @@ class ChatRepl:
         try:
             self.mem.get_session(session_id)
         except SessionNotFoundError:
-            self.mem.create_session(self.system_prompt, session_id=session_id, user_id=self.author_id)
+            if self.dry_run:
+                self.out.print(f"dry run: session {escape(session_id)} does not exist and is not created")
+            else:
+                self.mem.create_session(self.system_prompt, session_id=session_id, user_id=self.author_id)
         return session_id
 
     def _new_session(self, title: str | None) -> str:
@@ -189,8 +200,9 @@ class ChatRepl:
     def banner(self) -> None:
         target = "dry run: the packet is shown, no model is called, messages are not stored" if self.dry_run else (
             f"model {self.model.model} at {self.model.base_url}" if self.model else "no model")
-        self.out.print(f"memlane chat · session [bold]{escape(self.session_id)}[/bold] · {escape(target)}")
-        self.out.print("Type /help for commands.", style="dim")
+        self.out.print(f"memlane chat · session [bold]{escape(self.session_id)}[/bold] · {escape(target)}",
+                       highlight=False)
+        self.out.print("Type /help for commands.", style="dim", highlight=False)
 
     def run(self, lines: Iterable[str]) -> None:
         self.banner()
@@ -216,7 +228,10 @@ class ChatRepl:
         if name in ("quit", "exit", "q"):
             return False
         if name == "forget":
-            self.cmd_forget(arg, lines)
+            return self.cmd_forget(arg, lines)
+        if self.dry_run and name in DRY_RUN_SKIPS:
+            would = DRY_RUN_SKIPS[name].format(session=self.session_id, arg=arg)
+            self.out.print(f"dry run: {would}; memory is unchanged", highlight=False, markup=False)
             return True
         command = self.commands.get(name)
         if command is None:
@@ -230,6 +245,8 @@ class ChatRepl:
     def packet_messages(self, query: str | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The messages the model would get before the user's message, and the budget report."""
         context = getattr(self.mem, "context", None)
+        if self.dry_run and not self._session_exists():
+            return [{"role": "system", "content": self.system_prompt}], None  # what a new session would send
         if callable(context):
             packet = context(self.session_id, query, self.max_tokens, strategy=self.strategy)
             messages = list(packet.to_messages())  # renders the packet, which records its budget
@@ -327,12 +344,30 @@ class ChatRepl:
         hidden = self.mem.clear_session(self.session_id)
         self.out.print(f"cleared: {hidden} messages hidden from context (still stored and searchable)")
 
-    def cmd_forget(self, _: str, lines: Iterable[str]) -> None:
-        self.out.print(f"Delete session {escape(self.session_id)} and everything derived from it? [y/N] ", end="")
-        answer = _next_line(lines)
-        if answer.strip().lower() not in ("y", "yes", "j", "ja"):
+    def _session_exists(self) -> bool:
+        try:
+            self.mem.get_session(self.session_id)
+        except SessionNotFoundError:
+            return False
+        return True
+
+    def cmd_forget(self, _: str, lines: Iterable[str]) -> bool:
+        """Ask, then forget the session. Returns whether the REPL goes on (an answer may be /quit)."""
+        if self.dry_run:
+            self.out.print(f"dry run: would forget session {escape(self.session_id)} and everything derived "
+                           "from it; memory is unchanged")
+            return True
+        question = f"Delete session {self.session_id} and everything derived from it? [y/N] "
+        self.out.print(question, end="", highlight=False, markup=False)
+        answer = _next_line(lines).strip()
+        if answer.lower() not in ("y", "yes", "j", "ja"):
             self.out.print("kept.")
-            return
+            # a command typed instead of an answer is still a command (/quit must quit)
+            return self.handle(answer, lines) if answer.startswith("/") else True
+        self._forget()
+        return True
+
+    def _forget(self) -> None:
         old = self.session_id
         if callable(getattr(self.mem, "handle_command", None)):
             # The same path as saying it: the Anchor check, the audit entry, and an empty
@@ -364,7 +399,7 @@ class ChatRepl:
     def cmd_context(self, arg: str) -> None:
         query = arg or self.last_query
         messages, report = self.packet_messages(query)
-        self.show_packet(messages, report, title=f"context packet for {query!r}" if query else "context packet")
+        self.show_packet(messages, report, title=f"context packet for {escape(repr(query))}" if query else "context packet")
 
     def cmd_remember(self, arg: str) -> None:
         if not arg:

@@ -109,8 +109,8 @@ def _route_label(scope: Scope) -> str:
     if isinstance(path, str):
         return path
     raw = str(scope.get("path", ""))
-    if raw.startswith("/static/"):
-        return "/static"
+    if raw.startswith(("/static/", "/static-docs/")):
+        return raw[: raw.index("/", 1)]
     if raw.startswith("/mcp"):
         return "/mcp"
     return "unmatched"

@@ -15,9 +15,10 @@ from memlane.server.auth import KeyStore
 from memlane.server.errors import error_body
 from memlane.server.tenancy import Caller
 
-#: Paths anyone may fetch: the inspector's static page (it asks for a key itself), health, the spec.
-PUBLIC_PATHS = frozenset({"/", "/healthz", "/openapi.json", "/favicon.ico"})
-PUBLIC_PREFIXES = ("/static/",)
+#: Paths anyone may fetch: the inspector's static page (it asks for a key itself), health, the spec
+#: and its browsable docs (Swagger UI asks for a key itself, under "Authorize").
+PUBLIC_PATHS = frozenset({"/", "/healthz", "/openapi.json", "/favicon.ico", "/docs", "/docs/oauth2-redirect"})
+PUBLIC_PREFIXES = ("/static/", "/static-docs/")
 _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

@@ -42,4 +42,19 @@ def open_store(url: str | Path, **options: object) -> Store:
     return SQLiteStore(text, **options)  # type: ignore[arg-type]
 
 
-__all__ = ["InMemoryStore", "KeywordHit", "SQLiteStore", "Store", "TurnRecord", "open_store"]
+def local_file(url: str | Path) -> Path | None:
+    """The SQLite file a store URL or path names; None for in-memory and server stores.
+
+    Lets a caller tell whether a store exists before opening it (opening one creates it).
+    """
+    text = str(url)
+    if text in ("memory://", "sqlite://", "sqlite:///:memory:", ":memory:"):
+        return None
+    if text.startswith("sqlite:///"):
+        text = text[len("sqlite:///"):]
+    elif "://" in text:
+        return None
+    return Path(text).expanduser()
+
+
+__all__ = ["InMemoryStore", "KeywordHit", "SQLiteStore", "Store", "TurnRecord", "local_file", "open_store"]

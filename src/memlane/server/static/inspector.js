@@ -133,8 +133,10 @@ function renderSessions() {
     el("span", { class: "activity", title: s.last_active_at, text: ago(s.last_active_at) })))));
   if (!rows.length) {
     list.append(el("li", { class: "session-item muted", text: state.sessions.length ? "no sessions match"
-      : "No sessions yet. Store some with memlane chat, the Python API (Memory or MemoryClient), "
-        + "POST /v1/sessions/{id}/messages, or an MCP host; they appear here." }));
+      : "No sessions yet. For a demo conversation, run `.venv/bin/memlane demo` in the memlane "
+        + "checkout (with the same --store if this server was started with one) and reload this page. "
+        + "Your own come from memlane chat, the Python API (Memory or MemoryClient), "
+        + "POST /v1/sessions/{id}/messages, or an MCP host." }));
   }
 }
 
