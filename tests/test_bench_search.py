@@ -61,3 +61,15 @@ def test_bench_search_without_conversation_files_says_synthetic(
     assert out["corpus_kind"] == "synthetic" and out["corpus"].startswith("synthetic chat")
     assert not {k for k in out if k.startswith("ingest_locomo")}
     assert out["ingest_msgs_per_s"] > 0 and out["search_ms_p50"] > 0
+
+
+def test_bench_search_prints_figures_for_people_without_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMLANE_LOCOMO_DIR", str(tmp_path))
+    main(["bench", "search", "--messages", "1000", "--ingest", "10", "--queries", "10", "--embedder", "hashing"])
+    out = capsys.readouterr().out
+    assert not out.lstrip().startswith("{")
+    figures = dict(line.split(maxsplit=1) for line in out.splitlines())
+    assert figures["messages"] == "1000" and float(figures["search_ms_p50"]) > 0
+    assert "sqlite_vec.vector_search_ms_p50" in figures  # nested figures keep their path

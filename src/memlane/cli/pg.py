@@ -9,6 +9,7 @@ import typer
 
 from memlane.cli.common import console
 from memlane.cli.progress import progress_bar
+from memlane.cli.render import figure_lines
 from memlane.errors import InvalidInputError
 
 
@@ -93,7 +94,7 @@ def bench_store_cmd(
     if as_json:
         print(json.dumps(result, indent=2))
         return
-    console.print_json(json.dumps(result))
+    print("\n".join(figure_lines(result)))
 
 
 def bench_root(

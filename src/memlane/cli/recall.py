@@ -9,6 +9,7 @@ import typer
 
 from memlane.cli.common import STORE_OPTION, console, err_console, state
 from memlane.cli.progress import progress_bar
+from memlane.cli.render import figure_lines
 
 
 def reindex_cmd(
@@ -122,7 +123,7 @@ def bench_search_cmd(
     if as_json:
         print(json.dumps(result, indent=2))
         return
-    console.print_json(json.dumps(result))
+    print("\n".join(figure_lines(result)))
 
 
 def register(app: typer.Typer, eval_app: typer.Typer, bench_app: typer.Typer) -> None:

@@ -40,3 +40,13 @@ def print_message(
     for call in tool_calls or []:
         console.print(f"[cyan]→ calls[/cyan] {escape(tool_call_text(call))}", highlight=False)
     console.print()
+
+
+def figure_lines(data: Any, prefix: str = "") -> list[str]:
+    """A benchmark's nested result as ``a.b.c  value`` lines, for people (``--json`` is for programs)."""
+    if isinstance(data, dict):
+        return [line for key, value in data.items() for line in figure_lines(value, f"{prefix}{key}.")]
+    if isinstance(data, list) and any(isinstance(v, dict | list) for v in data):
+        return [line for i, value in enumerate(data) for line in figure_lines(value, f"{prefix}{i}.")]
+    shown = ", ".join(map(str, data)) if isinstance(data, list) else ("-" if data is None else str(data))
+    return [f"{prefix.rstrip('.'):<48} {shown}"]
