@@ -43,8 +43,8 @@ def cold_cmd(
     """Start-up cost: import + open + first durable save, CLI reads, RSS; beside SQLiteSession."""
     from memlane.bench_cold import format_table, run_cold_bench
 
-    with err_console.status("benchmarking cold start") as status:
-        result = run_cold_bench(runs, peer=peer, progress=lambda msg: status.update(msg))
+    with status("benchmarking cold start") as say:
+        result = run_cold_bench(runs, peer=peer, progress=say)
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 

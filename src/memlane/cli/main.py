@@ -125,19 +125,26 @@ def _eval_relevance(
         print("fitted:", out["fitted"])
 
 
-def _quiet_flags(command: Any) -> None:
-    """Show no type for flags in --help: typer labels every bool ``<bool>``, but a flag takes no value."""
+def _quiet_flags(command: Any, args: list[str]) -> None:
+    """Show no type for flags in --help: typer labels every bool ``<bool>``, but a flag takes no value.
+
+    Only along the commands named in ``args`` (the ones whose help can show), so a start-up
+    pays for three commands at most, not every one.
+    """
     for param in command.get_params(typer.Context(command)):  # with the --help option itself
         if getattr(param, "is_flag", False):
             param.metavar = ""
-    for sub in getattr(command, "commands", {}).values():
-        _quiet_flags(sub)
+    subs = getattr(command, "commands", {})
+    for i, arg in enumerate(args):
+        if arg in subs:
+            _quiet_flags(subs[arg], args[i + 1:])
+            return
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning memlane errors into one line and an exit code."""
     command = typer.main.get_command(app)
-    _quiet_flags(command)
+    _quiet_flags(command, sys.argv[1:] if argv is None else argv)
     try:
         command(args=argv, prog_name="memlane", standalone_mode=False)
     except MemlaneError as exc:
