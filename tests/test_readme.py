@@ -28,6 +28,9 @@ NOT_RUN = {
     "memlane bench write": "a benchmark over 100,000 messages; test_cli.py::test_bench_write_reports_ratios "
                            "runs the same command at a small size",
 }
+#: the examples/ programs: tests/acceptance/test_examples.py runs each (some need a chat model on 127.0.0.1,
+#: which that test starts), so here they are only checked to exist
+EXAMPLES = re.compile(r"^(cd examples|python (\w+\.py)\b.*)$")
 
 #: what some commands must print, beyond exiting 0
 EXPECT = {
@@ -84,7 +87,10 @@ def test_the_readme_names_how_to_reach_memlane() -> None:
 def test_every_shell_command_in_the_readme_works_verbatim(tmp_path: Path, checkout: Path) -> None:
     commands = shell_commands()
     assert set(NOT_RUN) <= set(commands), f"NOT_RUN names commands the README no longer has: {NOT_RUN}"
-    to_run = [c for c in commands if c not in NOT_RUN]
+    for command in commands:
+        for program in re.findall(r"python (\w+\.py)", command):
+            assert (REPO / "examples" / program).exists(), command
+    to_run = [c for c in commands if c not in NOT_RUN and not EXAMPLES.match(c)]
     first_memlane = next(i for i, c in enumerate(to_run) if c.startswith("memlane"))
     assert "source .venv/bin/activate" in to_run[:first_memlane], "memlane is used before the README activates .venv"
     env = fresh_shell_env(tmp_path / "home")
