@@ -754,7 +754,11 @@ class Memory:
         the session itself stays. Unlike :meth:`clear_session`, nothing is left on disk."""
         self.get_session(session_id)
         ids = self.store.message_ids(session_id, include_hidden=True)
-        return self.forget_messages(ids) if ids else 0
+        if not ids:
+            return 0
+        # The ids are known to be this session's: no need to read the messages themselves.
+        self._notify_forget(session_id, ids)
+        return self.store.delete_messages(ids)
 
     def replace_history(self, session_id: str, messages: Iterable[MessageInput]) -> list[Message]:
         """Replace a session's whole history: the new messages are checked first, so bad

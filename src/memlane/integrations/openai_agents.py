@@ -81,7 +81,11 @@ class MemlaneSession(SessionABC):
             self.session_id, query, budget, strategy=self.strategy
         )
         items = chat_to_responses(packet.to_messages())
-        return (items[-limit:] if limit else items)  # type: ignore[return-value]
+        if limit:
+            items = items[-limit:]
+            while items and items[0].get("type") == "function_call_output":
+                items = items[1:]  # its call was cut off: a result alone is refused by the API
+        return items  # type: ignore[return-value]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         if not items:
