@@ -196,7 +196,7 @@ def test_missing_rouge_gives_a_clear_error(small_file: Path, monkeypatch: pytest
         evaluate_summaries([small_file])
 
 
-def test_cli_eval_summaries(small_file: Path) -> None:
+def test_cli_eval_summaries(small_file: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     out = subprocess.run(
         [sys.executable, "-m", "memlane.cli.main", "eval", "summaries", str(small_file), "--json"],
@@ -205,8 +205,11 @@ def test_cli_eval_summaries(small_file: Path) -> None:
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["sessions"] == 5 and data["memlane"]["rouge1"] > data["lead"]["rouge1"]
+    # a path longer than a terminal line: the error is still one line, whole
+    nowhere = tmp_path / ("deep-" * 20) / "nope.json"
     missing = subprocess.run(
-        [sys.executable, "-m", "memlane.cli.main", "eval", "summaries", str(small_file.parent / "nope.json")],
+        [sys.executable, "-m", "memlane.cli.main", "eval", "summaries", str(nowhere)],
         capture_output=True, text=True, env=env, timeout=300,
     )
-    assert missing.returncode != 0 and "does not exist" in missing.stderr
+    assert missing.returncode != 0
+    assert missing.stderr == f"error: LoCoMo file {nowhere} does not exist\n"

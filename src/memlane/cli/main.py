@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         command(args=argv, prog_name="memlane", standalone_mode=False)
     except MemlaneError as exc:
-        err_console.print(f"[red]error:[/red] {escape(cli_message(exc))}", highlight=False)
+        # soft_wrap: one line however long (a path in a deep directory), not cut at 80
+        # columns when stderr is no terminal
+        err_console.print(f"[red]error:[/red] {escape(cli_message(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exit_code_for(exc))
     except (typer.Exit, SystemExit) as exc:
         code = exc.exit_code if isinstance(exc, typer.Exit) else exc.code
