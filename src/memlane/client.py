@@ -40,6 +40,9 @@ from memlane.rooms.handler import CommandResult
 
 MessageInput = Message | Mapping[str, Any]
 
+#: The most turns the server lists at once (its MAX_LIST); older turns of a longer session
+#: come back from search_history as message-only entries.
+_MAX_TURNS = 1000
 _SENT_FIELDS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "author_id", "author_name", "turn_id",
     "created_at", "metadata", "importance", "pinned",
@@ -467,8 +470,14 @@ class MemoryClient:
         })
         return [hit_from_dict(h) for h in self._call("POST", "/v1/search", json=body)["hits"]]
 
-    def search_history(self, query: str, session_id: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
-        return [h.to_dict() for h in self.search(query, session_id=session_id, top_k=limit)]
+    def search_history(
+        self, query: str, session_id: str | None = None, limit: int = 10, *,
+        user_id: str | None = None, min_score: float | None = None,
+    ) -> list[dict[str, Any]]:
+        from memlane.search.history import history_entries
+
+        hits = self.search(query, session_id=session_id, user_id=user_id, top_k=limit * 2, min_score=min_score)
+        return history_entries(hits, lambda sid: self.list_turns(sid, limit=_MAX_TURNS), limit)
 
     def get_relevant_context(
         self, query: str, max_tokens: int = 2048, session_id: str | None = None, user_id: str | None = None,

@@ -1039,40 +1039,11 @@ class Memory:
         calibrated ``score`` and ``snippet``. A turn found by both its query and its response
         is listed once; a message stored outside any turn is an entry with only its side.
         """
+        from memlane.search.history import history_entries
+
         hits = self.search(query, session_id=session_id, user_id=user_id, top_k=limit * 2,
                            min_score=min_score)
-        turns: dict[str, dict[str, Turn]] = {}
-        out: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for hit in hits:
-            msg = hit.message
-            sid = msg.session_id
-            if msg.turn_id and sid not in turns:
-                turns[sid] = {t.turn_id: t for t in self.store.list_turns(sid, limit=1_000_000)}
-            turn = turns.get(sid, {}).get(msg.turn_id or "")
-            key = turn.turn_id if turn is not None else f"message:{msg.id}"
-            if key in seen:
-                continue
-            seen.add(key)
-            if turn is not None:
-                entry = turn.to_dict()
-            else:
-                entry = {
-                    "turn_id": None, "session_id": sid,
-                    "query": msg.content if msg.role == "user" else None,
-                    "response": msg.content if msg.role != "user" else None,
-                    "metadata": dict(msg.metadata), "created_at": msg.created_at.isoformat(),
-                }
-            entry["id"] = key
-            entry["timestamp"] = entry["created_at"]
-            entry["score"] = hit.score
-            entry["scores"] = dict(hit.scores)
-            entry["snippet"] = hit.snippet
-            entry["matched_role"] = msg.role
-            out.append(entry)
-            if len(out) >= limit:
-                break
-        return out
+        return history_entries(hits, lambda sid: self.store.list_turns(sid, limit=1_000_000), limit)
 
     def get_relevant_context(
         self,

@@ -67,3 +67,13 @@ def test_a_done_request_closes_its_open_loop(tmp_path: Path) -> None:
                               "Done: job-101 now skips Saturday and Sunday.", session_id=sid)
         mem.flush()
         assert mem.get_state(sid).open_loops == []
+
+
+def test_a_question_asked_twice_is_one_open_loop(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder="none") as mem:
+        sid = mem.create_session("You are agent-core.")
+        mem.store_interaction("Which backup jobs run tonight?", "Let me check.", session_id=sid)
+        mem.store_interaction("Also, which backup jobs run tonight?", "Let me check again.", session_id=sid)
+        assert mem.get_state(sid).open_loops == ["Also, which backup jobs run tonight?"]
+        mem.store_interaction("Thanks.", "job-204 and job-205 run at 02:00 tonight.", session_id=sid)
+        assert mem.get_state(sid).open_loops == []

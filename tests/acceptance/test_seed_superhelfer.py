@@ -80,3 +80,23 @@ def test_markdown_export_keeps_the_turn_metadata_and_imports_back(tmp_path: Path
         assert [t["model_used"] for t in turns] == ["llama3.2:3b", "llama3.2:3b"]
         assert turns[-1]["resolved_query"] == mem.get_conversation_context(sid)[-1]["resolved_query"]
         assert json.loads(json.dumps(turns[-1]["metadata"]))["vram_usage"] == "24.0%"
+
+
+def test_search_history_through_a_memlane_server_gives_the_same_entries(tmp_path: Path) -> None:
+    from memlane.client import MemoryClient
+    from tests.server_support import open_memory, running_server
+
+    mem = open_memory(tmp_path / "served.db")
+    try:
+        _helper(mem)
+        local = mem.search_history("Benutzer anlegen")
+        with running_server(mem) as url:
+            client = MemoryClient(url)
+            try:
+                remote = client.search_history("Benutzer anlegen")
+            finally:
+                client.close()
+        assert [(e["id"], e["query"], e["model_used"]) for e in remote] == [
+            (e["id"], e["query"], e["model_used"]) for e in local]
+    finally:
+        mem.close()

@@ -428,6 +428,14 @@ def _close(state: SessionState, loop: OpenLoop) -> None:
         state.loops.remove(loop)
 
 
+def _same_question(a: str, b: str) -> bool:
+    """The same request in other words: equal, or nearly the same content words."""
+    if a == b:
+        return True
+    wa, wb = _content(a), _content(b)
+    return bool(wa) and bool(wb) and len(wa & wb) / len(wa | wb) >= 0.8
+
+
 def _related(a: str, b: str) -> int:
     """How strongly two texts are about the same thing: shared content words, and a
     shared job id counts double."""
@@ -457,8 +465,11 @@ def _fold_user(state: SessionState, msg: Message, turn: Turn | None, ctx: _Conte
     for sentence in lang.sentences(text):
         if lang.is_question(sentence):
             question = _snip(sentence)
-            if not any(lp.kind == "question" and lp.text == question for lp in state.loops):
-                state.loops.append(OpenLoop("question", question, msg.id, state.turn_count))
+            # Asked again ("Also, which backup jobs run tonight?"): the same loop, now newer.
+            again = [lp for lp in state.loops if _same_question(lp.text, question)]
+            for loop in again:
+                _close(state, loop)
+            state.loops.append(OpenLoop("question", question, msg.id, state.turn_count))
     _resolve_entities(state, msg, ctx)
 
 
@@ -500,6 +511,11 @@ def _fold_assistant(state: SessionState, msg: Message) -> None:
             # ones only when the reply talks about the same things.
             recent = loop.message_id is None or loop.message_id > previous_reply
             if (recent and not aside) or _related(loop.text, text) >= 2:
+                _close(state, loop)
+        # A question the assistant deferred ("I'll check") is answered later by a reply
+        # about the same things.
+        for loop in [lp for lp in state.loops if lp.kind == "promise" and lp.text.rstrip().endswith("?")]:
+            if (loop.message_id or 0) <= previous_reply and _related(loop.text, text) >= 2:
                 _close(state, loop)
     if lang.COMPLETION_RE.search(text):
         promises = [lp for lp in state.loops if lp.kind == "promise"]
