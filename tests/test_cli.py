@@ -269,3 +269,18 @@ def test_demo_fills_the_configured_store(tmp_path: Path) -> None:
     listed = run("sessions", "--json", env=env)
     assert [s["id"] for s in json.loads(listed.stdout)] == ["demo-session"]
     assert not (tmp_path / "home" / ".memlane" / "demo.db").exists()
+
+
+def test_stored_text_in_brackets_is_shown_as_typed(tmp_path: Path) -> None:
+    db = tmp_path / "b.db"
+    with Memory(db, embedder="none") as mem:
+        mem.create_session(session_id="plan", title="notes [draft] [bold]x", user_id="[ana]")
+        mem.add("plan", "see [link] and [/]")
+        mem.add_note("I like [green] tea", user_id="[ana]")
+    env = {"COLUMNS": "200"}
+    assert "notes [draft] [bold]x" in run("--store", str(db), "sessions", env=env).stdout
+    assert "[ana]" in run("--store", str(db), "sessions", env=env).stdout
+    assert "see [link] and [/]" in run("--store", str(db), "search", "link", env=env).stdout
+    assert "I like [green] tea" in run("--store", str(db), "notes", "list", env=env).stdout
+    added = run("--store", str(db), "notes", "add", "call [mum] on sunday", env=env)
+    assert "call [mum] on sunday" in added.stdout, added.stderr

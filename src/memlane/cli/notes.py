@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from memlane.cli.common import STORE_OPTION, console, state
+from memlane.cli.render import add_plain_row
 from memlane.errors import InvalidInputError, PermissionDeniedError
 
 notes_app = typer.Typer(help="Long-term notes: what memlane distilled from conversations.", no_args_is_help=True)
@@ -31,8 +32,8 @@ def _print_notes(found: list[Any], as_json: bool) -> None:
         return
     table = Table("id", "kind", "who", "note", "importance", "valid from", "valid to", "sources")
     for n in found:
-        table.add_row(
-            str(n.id), n.kind, n.author_name or n.user_id or "", _short(n.text),
+        add_plain_row(
+            table, str(n.id), n.kind, n.author_name or n.user_id or "", _short(n.text),
             f"{n.importance:.2f}", n.valid_from.strftime("%Y-%m-%d %H:%M"),
             n.valid_to.strftime("%Y-%m-%d %H:%M") if n.valid_to else "now",
             ",".join(str(i) for i in n.source_ids),
@@ -78,7 +79,7 @@ def notes_add(
     if as_json:
         print(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
     else:
-        console.print(f"note {note.id}: {note.text}", highlight=False)
+        console.print(f"note {note.id}: {note.text}", highlight=False, markup=False)
 
 
 @notes_app.command("history")
@@ -114,7 +115,7 @@ def notes_facets(
         return
     table = Table("when", "conversation", "message", "kind", "value")
     for f in found:
-        table.add_row(f.at.strftime("%Y-%m-%d %H:%M"), f.session_id, str(f.message_id), f.kind, _short(f.value))
+        add_plain_row(table, f.at.strftime("%Y-%m-%d %H:%M"), f.session_id, str(f.message_id), f.kind, _short(f.value))
     console.print(table)
 
 
@@ -173,8 +174,8 @@ def audit_cmd(
         return
     table = Table("when", "who", "anchor", "action", "allowed", "result", "conversation", "command")
     for e in entries:
-        table.add_row(
-            e.at.strftime("%Y-%m-%d %H:%M:%S"), e.actor_name or e.actor_id or "", "yes" if e.is_anchor else "no",
+        add_plain_row(
+            table, e.at.strftime("%Y-%m-%d %H:%M:%S"), e.actor_name or e.actor_id or "", "yes" if e.is_anchor else "no",
             e.action, "yes" if e.allowed else "no", e.result, e.session_id or "", _short(e.command or "", 40),
         )
     console.print(table)
@@ -239,7 +240,7 @@ def archive_cmd(
         if session_ids:
             for sid in session_ids:
                 done = mem.archive_session(sid, "archived from the CLI")
-                console.print(f"{sid}: {'archived' if done else 'already archived'}")
+                console.print(f"{sid}: {'archived' if done else 'already archived'}", markup=False)
             return
         service = mem.extensions.get("notes")
         rows = service.store.archived_sessions() if service is not None else []
@@ -248,7 +249,7 @@ def archive_cmd(
         return
     table = Table("conversation", "archived", "reason")
     for sid, at, reason in rows:
-        table.add_row(sid, at.strftime("%Y-%m-%d %H:%M"), reason or "")
+        add_plain_row(table, sid, at.strftime("%Y-%m-%d %H:%M"), reason or "")
     console.print(table)
 
 
@@ -261,7 +262,7 @@ def restore_archive_cmd(
     with state(ctx, store).open() as mem:
         for sid in session_ids:
             done = mem.unarchive_session(sid)
-            console.print(f"{sid}: {'restored' if done else 'was not archived'}")
+            console.print(f"{sid}: {'restored' if done else 'was not archived'}", markup=False)
 
 
 def _sqlite_path(mem: Any) -> str:

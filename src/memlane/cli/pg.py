@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from memlane.cli.common import console
 from memlane.cli.progress import progress_bar
@@ -65,7 +66,7 @@ def migrate_cmd(
         for name, n in report.not_copied.items():
             console.print(f"[yellow]not copied:[/yellow] {name} ({n:,} rows); no PostgreSQL support for it yet")
         for problem in report.problems:
-            console.print(f"[red]problem:[/red] {problem}", highlight=False)
+            console.print(f"[red]problem:[/red] {escape(problem)}", highlight=False)
     if not report.ok:
         raise typer.Exit(code=5)
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 
 def tool_call_text(call: Any) -> str:
@@ -50,3 +52,8 @@ def figure_lines(data: Any, prefix: str = "") -> list[str]:
         return [line for i, value in enumerate(data) for line in figure_lines(value, f"{prefix}{i}.")]
     shown = ", ".join(map(str, data)) if isinstance(data, list) else ("-" if data is None else str(data))
     return [f"{prefix.rstrip('.'):<48} {shown}"]
+
+
+def add_plain_row(table: Table, *values: str) -> None:
+    """A table row of stored data, shown as typed: a title like "notes [draft]" is not markup."""
+    table.add_row(*(Text(value) for value in values))

@@ -11,9 +11,11 @@ import json
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from memlane.cli.common import STORE_OPTION, console, err_console, state
 from memlane.cli.progress import status
+from memlane.cli.render import add_plain_row
 from memlane.errors import ConfigError, InvalidInputError, MissingExtraError
 
 keys_app = typer.Typer(help="API keys of the server: each key maps to one tenant.", no_args_is_help=True)
@@ -130,7 +132,8 @@ def keys_create_cmd(
     if as_json:
         print(json.dumps({**record.to_dict(), "key": plaintext}))
         return
-    console.print(f"created key [bold]{record.id}[/bold] for tenant [bold]{record.tenant_id}[/bold]:", highlight=False)
+    console.print(f"created key [bold]{escape(record.id)}[/bold] for tenant [bold]{escape(record.tenant_id)}[/bold]:",
+                  highlight=False)
     print(plaintext)
     err_console.print("Store it now: it cannot be shown again.")
 
@@ -153,8 +156,8 @@ def keys_list_cmd(
         return
     table = Table("id", "tenant", "name", "created", "last used", "status")
     for k in found:
-        table.add_row(
-            k.id, k.tenant_id, k.name or "", k.created_at.strftime("%Y-%m-%d %H:%M"),
+        add_plain_row(
+            table, k.id, k.tenant_id, k.name or "", k.created_at.strftime("%Y-%m-%d %H:%M"),
             k.last_used_at.strftime("%Y-%m-%d %H:%M") if k.last_used_at else "",
             "active" if k.active else "revoked",
         )
@@ -183,7 +186,7 @@ def keys_revoke_cmd(
             if not named or not keys.revoke_key(named[0]):
                 raise NotFoundError(f"no active key with id or name {key!r}; see memlane keys list --all")
             wanted = named[0]
-    console.print(f"revoked key {wanted}", highlight=False)
+    console.print(f"revoked key {wanted}", highlight=False, markup=False)
 
 
 # ---------------------------------------------------------------- chat

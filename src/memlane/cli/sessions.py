@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from memlane.cli.common import STORE_OPTION, console, state
-from memlane.cli.render import print_message
+from memlane.cli.render import add_plain_row, print_message
 from memlane.errors import ConflictError, SessionExistsError
 
 
@@ -36,8 +36,8 @@ def sessions_cmd(
         return
     table = Table("id", "title", "user", "status", "messages", "last active")
     for s in found:
-        table.add_row(
-            s.id, s.title or "", s.user_id or "", s.status, str(s.message_count),
+        add_plain_row(
+            table, s.id, s.title or "", s.user_id or "", s.status, str(s.message_count),
             s.last_active_at.strftime("%Y-%m-%d %H:%M"),
         )
     console.print(table)
@@ -87,8 +87,8 @@ def search_cmd(
     table = Table("score", "parts", "session", "who", "text")
     for h in hits:
         parts = " ".join(f"{k}={v:.3f}" for k, v in h.scores.items())
-        table.add_row(
-            f"{h.score:.3f}", parts, h.message.session_id[:12],
+        add_plain_row(
+            table, f"{h.score:.3f}", parts, h.message.session_id[:12],
             h.message.author_name or h.message.role, _short(h.snippet or h.message.content),
         )
     console.print(table)
@@ -189,7 +189,7 @@ def stats_cmd(
         return
     table = Table("what", "value")
     for key, value in data.items():
-        table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
+        add_plain_row(table, key, f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
 
 
