@@ -26,7 +26,7 @@ async def script(mem: Any) -> dict[str, Any]:
     call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
     await mem.add_messages(sid, [{"role": "assistant", "content": None, "tool_calls": [call]},
                                  {"role": "tool", "content": "sunny", "tool_call_id": "c1"}])
-    await mem.flush(10)
+    await mem.flush()
     recent = await mem.get_recent_messages(sid, 4096)
     hits = await mem.search("vegetarian Lisbon", top_k=3)
     packet = await mem.context(sid, "what do I eat?", max_tokens=600)

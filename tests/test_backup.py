@@ -92,7 +92,7 @@ def test_restore_replaces_a_live_database_and_checks_the_backup(tmp_path: Path) 
     with Memory(db, embedder="none", anchor_id="@jan:x") as mem:
         mem.add("room", "I work at CERN.", author_id="@jan:x")
         mem.add_note("The launch is on May 3rd.", kind="important")
-        mem.flush(10)
+        mem.flush()
     backup = tmp_path / "b.db"
     assert backup_database(db, backup).messages == 1
     with pytest.raises(InvalidInputError, match="exists"):

@@ -37,7 +37,7 @@ def agent_script(mem: Any) -> dict[str, Any]:
     ])
     turn_id = mem.store_interaction("wie geht's?", "gut!", session_id=sid,
                                     metadata={"intent": "smalltalk", "model_used": "llama3.2:3b"})
-    mem.flush(10)
+    mem.flush()
     recent = mem.get_recent_messages(sid, max_tokens=4096)
     hits = mem.search("vegetarian Lisbon", top_k=3)
     turns = mem.list_turns(sid)
@@ -169,7 +169,7 @@ def test_client_facets_match_memory(served: tuple[Memory, str]) -> None:
             {"role": "user", "content": "Ana met Lena in Graz on 12 May 2024, see https://example.org/trip"},
             {"role": "assistant", "content": None, "tool_calls": [call]},
         ])
-        mem.flush(10)
+        mem.flush()
         got = remote.facets(sid)
         assert got == mem.facets(sid) and {f.kind for f in got} == {"entity", "link", "time", "action"}
         assert [f.value for f in remote.facets(sid, "link")] == ["https://example.org/trip"]

@@ -107,7 +107,7 @@ def test_mark_important_pins_the_whole_exchange_and_writes_a_note(mem: Memory) -
 
 def test_remember_with_a_statement_makes_a_structured_note_that_supersedes(mem: Memory) -> None:
     mem.add("room", "I love coffee.", author_id=ANCHOR)
-    mem.flush(30)
+    mem.flush()
     res = mem.handle_command("room", "remember that I don't like coffee any more", ANCHOR, author_name="JanHein")
     assert [n.text for n in res.notes] == ["JanHein does not like coffee."]
     assert res.notes[0].importance >= 0.9 and res.notes[0].origin == "command"
@@ -119,7 +119,7 @@ def test_remember_with_a_statement_makes_a_structured_note_that_supersedes(mem: 
 
 def test_forget_about_deletes_matching_notes_for_the_anchor_only(mem: Memory) -> None:
     mem.add("room", "I love coffee. I work at CERN.", author_id=ANCHOR)
-    mem.flush(30)
+    mem.flush()
     refused = mem.handle_command("room", "forget about coffee", MARIA)
     assert not refused.allowed and len(mem.notes()) == 2
     done = mem.handle_command("room", "forget about coffee", ANCHOR)
@@ -190,14 +190,14 @@ def test_an_anchor_forget_leaves_no_trace_of_the_words_in_the_file(tmp_path: Pat
         for i in range(12):  # several FTS segments, so tokens would survive until a merge
             mem.add("room", f"I work at Quorblix number {i}.", author_id=ANCHOR)
             mem.add("room", f"Noted, Quorblix {i}.", role="assistant")
-        mem.flush(30)
+        mem.flush()
         conn = mem.store.connection  # type: ignore[attr-defined]
         assert any("Quorblix" in n.text for n in mem.notes())
         assert b"quorblix" in _file_bytes(db).lower()
 
         res = mem.handle_command("room", "forget this conversation", ANCHOR)
         assert res.allowed and res.changed
-        mem.flush(30)
+        mem.flush()
         # The FTS5 shadow tables hold no segment with the word, and no byte of the files does.
         data = b"".join(bytes(r[0]) for t in ("messages_fts_data", "notes_fts_data")
                         for r in conn.execute(f"SELECT block FROM {t}") if r[0] is not None)

@@ -90,7 +90,7 @@ def test_backlog_is_embedded_in_chunks_of_the_batch_size(
     check_model(index, model_info(embedder))
     indexer = Indexer(store, index, embedder)
     try:
-        assert indexer.flush(30)
+        assert indexer.flush()
     finally:
         indexer.close()
     assert embedder.calls == [DEFAULT_BATCH, len(ids) - DEFAULT_BATCH]
@@ -112,7 +112,7 @@ def test_messages_queued_while_busy_go_to_the_model_together(
     indexer = Indexer(store, index, embedder, batch_size=100)
     try:
         embedder.gate.set()  # the start-up backlog scan embeds everything once ...
-        assert indexer.flush(30)
+        assert indexer.flush()
         # ... then the same messages are queued again (upsert overwrites their vectors).
         embedder.calls.clear()
         embedder.gate.clear()
@@ -122,7 +122,7 @@ def test_messages_queued_while_busy_go_to_the_model_together(
         for start in range(2, len(messages), 2):  # ... while the writer queues the rest
             indexer.observe(session, messages[start : start + 2])
         embedder.gate.set()
-        assert indexer.flush(30)
+        assert indexer.flush()
     finally:
         indexer.close()
     rest = len(messages) - 2

@@ -61,7 +61,7 @@ def load_data(mem: Memory) -> dict[str, Any]:
                             user_id=convo.speaker_a)
         mem.add_messages(sid, convo.session_messages(session, session_id=sid))
         loaded += 1
-    mem.flush(30)
+    mem.flush()
     return {"sessions": loaded}
 
 

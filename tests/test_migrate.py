@@ -43,7 +43,7 @@ def _source(path: Path, sessions: int = 4) -> None:
                 mem.clear_session(sid)  # hidden history travels too
                 mem.add(sid, "after the clear")
             mem.store.put_derived(sid, "summary", {"text": f"summary {s}"})
-        mem.flush(30)
+        mem.flush()
 
 
 def _other_parts(path: Path) -> str:

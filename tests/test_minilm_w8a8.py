@@ -148,14 +148,14 @@ def test_database_of_the_float32_variant_keeps_working(tmp_path: Path) -> None:
     with Memory(path, embedder="minilm-f32") as mem:
         mem.add("s1", "We adopted a beagle called Max who loves carrots.")
         mem.add("s1", "The quarterly report shows revenue up twelve percent.")
-        mem.flush(30)
+        mem.flush()
         assert mem.extensions["recall"].index.model_info().model_id == MINILM_F32_MODEL_ID
 
     # The default spec ("minilm") goes on with the variant that made the vectors ...
     with Memory(path) as mem:
         assert mem.extensions["indexer"].embedder.activations == "float32"
         mem.add("s1", "Max chewed through another pair of shoes.")
-        mem.flush(30)
+        mem.flush()
         assert "beagle" in mem.search("what kind of dog did they adopt")[0].message.content
     # ... `memlane reindex` moves it to the int8 default ...
     cli_main(["--store", str(path), "reindex"])

@@ -164,13 +164,13 @@ def test_promotion_is_off_the_hot_path_and_every_n_turns(tmp_path: Path) -> None
         assert service.store.progress("room") == 0
         assert service.store.list_notes(service_filter()) == []
         mem.add("room", "We decided to ship on Monday.", author_id=ANCHOR)  # third user turn
-        assert service.promoter.flush(30)
+        assert service.promoter.flush()
         texts = {n.text for n in service.store.list_notes(service_filter())}
         assert texts == {"jan loves jazz.", "jan works at CERN.", "Decision (jan): ship on Monday."}
         assert service.store.progress("room") == 4
         # Turns below the threshold are promoted at flush (and at context time).
         mem.add("room", "I moved to Lisbon.", author_id=ANCHOR)
-        mem.flush(30)
+        mem.flush()
         assert "jan moved to Lisbon." in {n.text for n in mem.notes()}
 
 
@@ -186,7 +186,7 @@ def test_visibility_anchor_notes_are_shared_others_stay_in_their_room(mem: Memor
     mem.add("roomB", "Hi", author_id="@bob:x", author_name="Bob")
     mem.create_session(session_id="t2", tenant_id="acme")
     mem.add("t2", "I love opera.", author_id=ANCHOR)
-    mem.flush(30)
+    mem.flush()
     assert {n.text for n in mem.notes(session_id="roomA")} == {"JanHein loves jazz.", "Maria loves techno."}
     assert {n.text for n in mem.notes(session_id="roomB")} >= {"JanHein loves jazz."}
     assert "Maria loves techno." not in {n.text for n in mem.notes(session_id="roomB")}
@@ -228,7 +228,7 @@ def test_add_note_api_merges_by_slot_and_validates(mem: Memory) -> None:
 def test_forgetting_messages_forgets_their_notes_but_retention_keeps_them(mem: Memory) -> None:
     m1 = mem.add("room", "I love jazz.", author_id=ANCHOR)
     m2 = mem.add("room", "I work at CERN.", author_id=ANCHOR)
-    mem.flush(30)
+    mem.flush()
     assert len(mem.notes()) == 2
     mem.forget_messages([m1.id or 0])
     assert {n.text for n in mem.notes()} == {"JanHein works at CERN."}
@@ -241,9 +241,9 @@ def test_forgetting_messages_forgets_their_notes_but_retention_keeps_them(mem: M
 
 def test_a_forgotten_change_of_mind_reopens_what_was_true_before(mem: Memory) -> None:
     mem.add("cli", "I love coffee.", author_id=ANCHOR)
-    mem.flush(30)
+    mem.flush()
     mem.add("room", "I don't like coffee.", author_id=ANCHOR)
-    mem.flush(30)
+    mem.flush()
     assert [n.polarity for n in mem.notes()] == [-1]
     mem.delete_session("room")
     assert [(n.text, n.current) for n in mem.notes()] == [("JanHein loves coffee.", True)]
@@ -310,9 +310,9 @@ def test_a_changed_statement_about_the_same_object_supersedes(
     with Memory(tmp_path / "c.db", embedder="hashing", anchor_id=ANCHOR, anchor_name="JanHein",
                 promote_every=1) as mem:
         mem.add("room", before, author_id=ANCHOR)
-        mem.flush(30)
+        mem.flush()
         mem.add("room", after, author_id=ANCHOR)
-        mem.flush(30)
+        mem.flush()
         current = [n.text for n in mem.notes()]
         assert current == [now_true]
         packet = mem.context("room", before, 2000)  # a query about the same object
@@ -329,7 +329,7 @@ def test_the_same_liking_in_another_language_is_merged_not_duplicated(tmp_path: 
         for text in ("I prefer tea over coffee.", "Actually I prefer coffee now, not tea.",
                      "Ich trinke jetzt lieber Kaffee."):
             mem.add("room", text, author_id=ANCHOR)
-            mem.flush(30)
+            mem.flush()
         (note,) = mem.notes()
         assert note.text == "JanHein prefers coffee, not tea." and note.seen_count == 2
         assert len(note.source_ids) == 2

@@ -33,7 +33,7 @@ def test_notes_supersede_history_and_visibility_on_postgres(mem: Memory) -> None
     mem.add("!a:x", "I love coffee in the morning.", author_id=ANCHOR, author_name="JanHein")
     mem.add("!a:x", "I work at CERN.", author_id=MARIA, author_name="Maria")
     mem.add("cli", "Actually I don't like coffee anymore, I prefer tea now.", author_id=ANCHOR)
-    mem.flush(30)
+    mem.flush()
     provider = mem.extensions["notes"]
     texts = [n.text for n in provider("cli", "coffee or tea?", 500)]
     assert "JanHein does not like coffee." in texts and "JanHein prefers tea." in texts
@@ -51,7 +51,7 @@ def test_commands_forget_and_archive_on_postgres(mem: Memory) -> None:
     mem.add("!a:x", "I work at CERN.", author_id=MARIA, author_name="Maria")
     mem.add("!a:x", "We decided to meet on Friday.", author_id=ANCHOR)
     mem.add("cli", "I moved to Hamburg.", author_id=ANCHOR)
-    mem.flush(30)
+    mem.flush()
     refused = mem.handle_command("!a:x", "vergiss dieses Gespräch", MARIA)
     assert not refused.allowed and len(mem.notes()) == 3
     done = mem.handle_command("!a:x", "forget this conversation", ANCHOR)

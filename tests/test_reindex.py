@@ -26,7 +26,7 @@ def _write(path: Path, embedder: str) -> None:
         for i, word in enumerate(WORDS):
             mem.add("s1" if i % 2 else "s2", f"a note about the {word} on the kayak trip")
         mem.add_messages("s1", [{"role": "assistant", "content": ""}])  # nothing to embed
-        mem.flush(10)
+        mem.flush()
 
 
 def test_reindex_rebuilds_vectors_and_keyword_index(tmp_path: Path) -> None:

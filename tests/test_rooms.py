@@ -148,7 +148,7 @@ def test_stats_report_notes_tokens_and_summary_savings(tmp_path: Path) -> None:
             mem.store_interaction(f"I love hobby number {i}, it is a long story about many things.",
                                   f"Tell me more about hobby {i}, please, in detail.", session_id="s",
                                   author_id=ANCHOR)
-        mem.flush(60)
+        mem.flush()
         stats = mem.stats()
     assert stats["messages"] == 16 and stats["tokens"] > 0 and stats["notes"] == 8
     assert {"notes_superseded", "facets", "archived_sessions", "audit_entries", "tokens_saved_by_summaries"} <= set(stats)
@@ -168,7 +168,7 @@ def test_an_archived_conversation_is_out_of_context_but_searchable(tmp_path: Pat
     with Memory(tmp_path / "a.db", embedder="hashing", anchor_id=ANCHOR) as mem:
         mem.add("old-room", "The zeppelin budget was approved at 42 million.", author_id=ANCHOR)
         mem.add("new-room", "Let's talk about the plan.", author_id=ANCHOR)
-        mem.flush(30)
+        mem.flush()
 
         def recalled() -> list[str]:
             packet = mem.context("new-room", "zeppelin budget", 2000)

@@ -63,7 +63,7 @@ def _script(mem: Memory) -> dict[str, list[int]]:
         (CLI, None, None, "Sure, what is first?"),
     ]:
         ids[room].append(_say(mem, room, who, name, text))
-    mem.flush(30)
+    mem.flush()
     return ids
 
 
@@ -136,7 +136,7 @@ def test_a_changed_preference_supersedes_and_the_packet_shows_only_the_new_one(m
     # Days later, in the CLI, the Anchor changed their mind (English), then says it in German.
     _say(mem, CLI, ANCHOR, None, "Actually I don't like coffee anymore, I prefer tea now.")
     _say(mem, CLI, None, None, "Tea it is.")
-    mem.flush(30)
+    mem.flush()
 
     provider = mem.extensions["notes"]
     texts = [n.text for n in provider(FAMILIE, "What should JanHein drink, coffee or tea?", 500)]
@@ -161,7 +161,7 @@ def test_a_changed_preference_supersedes_and_the_packet_shows_only_the_new_one(m
     # The same change in German supersedes the German note too.
     _say(mem, FAMILIE, ANCHOR, "JanHein", "Mein Lieblingsgetränk ist Kaffee.")
     _say(mem, FAMILIE, ANCHOR, "JanHein", "Nein, mein Lieblingsgetränk ist jetzt Tee.")
-    mem.flush(30)
+    mem.flush()
     fav = [n for n in mem.notes(include_history=True) if n.slot == "fav:getränk"]
     assert [(n.value, n.current) for n in fav] == [("Tee", True), ("Kaffee", False)]
 
@@ -196,7 +196,7 @@ def test_an_anchor_forget_removes_everything_derived(mem: Memory) -> None:
     result = mem.handle_command(PHYSICS, "forget this conversation", ANCHOR, author_name="JanHein")
     assert result.allowed and result.changed
     assert result.message.startswith("Done: I forgot this conversation (6 messages")
-    mem.flush(30)
+    mem.flush()
 
     # The room still exists (empty), so it keeps working.
     room = mem.get_session(PHYSICS)

@@ -59,7 +59,7 @@ def _chat(mem: Memory, sid: str = "chat", user: str = "u1", day: int = 0) -> lis
 def test_add_returns_before_embedding_and_flush_waits(tmp_path: Path) -> None:
     with Memory(tmp_path / "m.db", embedder="hashing", durability="normal") as mem:
         indexer = mem.extensions["indexer"]
-        mem.flush(10)  # starts background work: from now on writes are embedded as they come
+        mem.flush()  # starts background work: from now on writes are embedded as they come
         slow = GatedEmbedder()
         indexer.embedder = slow
         sid = mem.create_session()
@@ -69,7 +69,7 @@ def test_add_returns_before_embedding_and_flush_waits(tmp_path: Path) -> None:
         assert not slow.timed_out, "add waited for the embedder"
         assert indexer.pending() > 0
         slow.gate.set()
-        mem.flush(30)
+        mem.flush()
         assert indexer.pending() == 0
         assert mem.extensions["recall"].index.count() == 20
         assert slow.calls < 20, "messages were not batched"
@@ -78,7 +78,7 @@ def test_add_returns_before_embedding_and_flush_waits(tmp_path: Path) -> None:
 def test_flush_timeout_returns_and_close_drains(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     mem = Memory(path, embedder="hashing")
-    mem.extensions["indexer"].flush(10)
+    mem.extensions["indexer"].flush()
     slow = GatedEmbedder()
     mem.extensions["indexer"].embedder = slow
     sid = mem.create_session()
@@ -103,14 +103,14 @@ def test_restart_embeds_the_backlog(tmp_path: Path) -> None:
         _chat(mem)
         assert "indexer" not in mem.extensions
     with Memory(path, embedder="hashing") as mem:
-        mem.flush(30)
+        mem.flush()
         assert mem.extensions["recall"].index.count() == len(FACTS)
         assert mem.search("beagle puppy")[0].message.author_name == "Ann"
 
 
 def test_hybrid_hits_carry_score_parts_and_session(mem: Memory) -> None:
     _chat(mem)
-    mem.flush(10)
+    mem.flush()
     hits = mem.search("beagle walks in the park", top_k=3)
     assert hits and "beagle" in hits[0].message.content
     parts = hits[0].scores
@@ -123,7 +123,7 @@ def test_hybrid_hits_carry_score_parts_and_session(mem: Memory) -> None:
 def test_filters(mem: Memory) -> None:
     _chat(mem, "a", user="u1", day=0)
     _chat(mem, "b", user="u2", day=10)
-    mem.flush(10)
+    mem.flush()
     q = "kayak trip"
 
     def check(hits: list, pred: object) -> None:
@@ -144,7 +144,7 @@ def test_filters(mem: Memory) -> None:
     filler = "We talked about the weather, the train times and lunch plans for a long while. " * 3
     long_text = filler + "Then Cy said the kayak trip moves to Sunday morning. " + filler
     mem.add("c", long_text, author_name="Cy")
-    mem.flush(10)
+    mem.flush()
     check(mem.search(q, agent_id="planner"), lambda m: m.session_id == "c")
     assert mem.search(q, agent_id="nobody") == []
 
@@ -168,7 +168,7 @@ def test_filters(mem: Memory) -> None:
 def test_speaker_named_in_query_is_preferred(mem: Memory) -> None:
     for sid, who in (("s-ann", "Ann"), ("s-bob", "Bob"), ("s-cy", "Cy")):
         mem.add(sid, "I finally fixed the old kayak", author_name=who)
-    mem.flush(10)
+    mem.flush()
     for who in ("Bob", "Ann"):
         hits = mem.search(f"what did {who} fix?", top_k=3)
         assert hits[0].message.author_name == who
@@ -179,7 +179,7 @@ def test_speaker_named_in_query_is_preferred(mem: Memory) -> None:
 def test_relevant_context_fits_budget_and_dedups(mem: Memory) -> None:
     _chat(mem, "a")
     _chat(mem, "b", day=3)  # the same texts again: each should appear once
-    mem.flush(10)
+    mem.flush()
     ctx = mem.get_relevant_context("kayak leak", max_tokens=10_000)
     texts = [m.content.split("] ", 1)[1] for m in ctx]
     assert len(texts) == len(set(texts))
@@ -210,7 +210,7 @@ def test_importance_breaks_ties(mem: Memory) -> None:
     same = datetime(2024, 1, 1, tzinfo=UTC)
     a = mem.add(sid, "the red kayak", created_at=same)
     b = mem.add(sid, "the red kayak", created_at=same)
-    mem.flush(10)
+    mem.flush()
     mem.mark_important(b.id or 0)
     hits = mem.search("red kayak")
     # The same line twice is listed once: the important copy wins the tie.
@@ -222,7 +222,7 @@ def test_modes(mem: Memory, mode: str) -> None:
     from memlane.models import MessageFilter
 
     _chat(mem)
-    mem.flush(10)
+    mem.flush()
     hits = mem.extensions["recall"].search("kayak", MessageFilter(), 3, mode=mode)
     assert hits and "kayak" in hits[0].message.content.lower()
 
@@ -249,5 +249,5 @@ def test_killed_before_flush_is_embedded_at_next_start(tmp_path: Path) -> None:
     finally:
         store.close()
     with Memory(path, embedder="hashing") as mem:
-        mem.flush(30)
+        mem.flush()
         assert mem.extensions["recall"].index.count() == 40

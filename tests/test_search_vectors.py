@@ -137,7 +137,7 @@ def test_memory_refuses_a_database_made_with_another_embedder(tmp_path: Path) ->
     path = tmp_path / "m.db"
     with Memory(path, embedder="hashing") as mem:
         mem.add("s", "hello there")
-        mem.flush(10)
+        mem.flush()
     store = SQLiteStore(path)
     try:
         index = SQLiteVectorIndex(store)
@@ -158,7 +158,7 @@ def test_forget_and_delete_session_remove_vectors(tmp_path: Path) -> None:
         a = mem.add("a", "the kayak trip on the river")
         mem.add("a", "the garden is full of tomatoes")
         mem.add("b", "my kayak has a leak")
-        mem.flush(10)
+        mem.flush()
         index = mem.extensions["recall"].index
         assert index.count() == 3
         mem.forget_messages([a.id])

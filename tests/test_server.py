@@ -103,7 +103,7 @@ def test_search_shows_score_parts(api: TestClient, mem: Memory) -> None:
     api.post("/v1/sessions", json={"session_id": "food", "title": "Food talk"})
     api.post("/v1/sessions/food/messages", json={"role": "user", "content": "I am vegetarian and love Lisbon"})
     api.post("/v1/sessions/food/messages", json={"role": "user", "content": "The train to Sintra leaves at nine"})
-    mem.flush(10)
+    mem.flush()
     hits = api.post("/v1/search", json={"query": "vegetarian", "top_k": 3}).json()["hits"]
     assert hits and hits[0]["message"]["content"].startswith("I am vegetarian")
     assert hits[0]["session_title"] == "Food talk" and "keyword" in hits[0]["scores"]
@@ -194,7 +194,7 @@ def test_embedder_queue_depth_metric_drains(api: TestClient, mem: Memory) -> Non
         "messages": [{"role": "user", "content": f"message number {i} about trains"} for i in range(40)]})
     during = _gauge(api.get("/metrics").text, "memlane_embedder_queue_depth")
     assert during >= 0  # background embedding may already be done; it must never go negative
-    mem.flush(30)
+    mem.flush()
     assert _gauge(api.get("/metrics").text, "memlane_embedder_queue_depth") == 0.0
     assert _gauge(api.get("/metrics").text, "memlane_pending_writes") == 0.0
 

@@ -63,7 +63,7 @@ def test_tenants_are_isolated_both_ways(mem: Memory) -> None:
         mid_a = setup(key_a, "sess-a", "alpha pineapple secret")
         mid_b = setup(key_b, "sess-b", "bravo pineapple secret")
         assert mem.get_session("sess-a").tenant_id == "tenant-a"  # the body's tenant_id was ignored
-        mem.flush(10)
+        mem.flush()
 
         for key, mine, theirs, their_mid, their_word in (
             (key_a, "sess-a", "sess-b", mid_b, "bravo"),

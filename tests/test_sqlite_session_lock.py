@@ -129,7 +129,7 @@ with Memory(path, embedder="none", anchor_id="@jan:matrix.org", anchor_name="Jan
     cities = ["Hamburg", "Berlin", "Munich", "Cologne", "Bremen", "Dresden"]
     for i in range(n):
         mem.add(f"room-{name}", f"I moved to {cities[i % len(cities)]}.", author_id="@jan:matrix.org")
-        mem.flush(60)
+        mem.flush()
 """
 
 

@@ -64,7 +64,7 @@ else:
             mem.add("shared", f"I moved to {cities[i % len(cities)]}.", author_id="@jan:matrix.org")
             mem.add("shared", f"{name} noted move {i}.", role="assistant")
             meet_after_first(i)
-        mem.flush(60)
+        mem.flush()
 print(f"ok {started} {time.time()}")
 """
 

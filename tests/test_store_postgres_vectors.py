@@ -165,7 +165,7 @@ def test_memory_on_postgres_does_hybrid_recall_and_forgets(pg_url: str, fresh_pg
         a = mem.add("a", "the kayak trip on the river")
         mem.add("a", "the garden is full of tomatoes")
         mem.add("b", "my kayak has a leak")
-        mem.flush(10)
+        mem.flush()
         index = mem.extensions["recall"].index
         assert isinstance(index, PgVectorIndex) and index.count() == 3
         hits = mem.search("kayak")
