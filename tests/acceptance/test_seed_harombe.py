@@ -170,3 +170,34 @@ def test_chat_answers_from_recalled_context(tmp_path: Path) -> None:
     sent = "\n".join(str(m["content"]) for m in asked[:-1])
     assert "retry decorator" in sent  # recalled from Monday's session, above the 0.7 floor
     assert "From what I know:" in later.stdout and "retry decorator" in later.stdout
+
+
+def test_only_orders_are_memory_commands_in_english_and_german() -> None:
+    from memlane.rooms.commands import parse_command
+
+    for question in ("What did we discuss about Python last week?", "what did we decide about the format?",
+                     "was weißt du über Kaffee?", "Erinnerst du dich an Hamburg?"):
+        found = parse_command(question)
+        assert found is None or found.question, question  # goes to the model, with the packet
+    for order, action in (("remember this: the export is JSON lines", "remember"),
+                          ("merk dir das: der Türcode ist 4711", "remember"),
+                          ("search your memory for decorators", "recall"),
+                          ("durchsuche dein Gedächtnis nach Kaffee", "recall"),
+                          ("forget this conversation", "forget_conversation"),
+                          ("vergiss dieses Gespräch", "forget_conversation")):
+        found = parse_command(order)
+        assert found is not None and found.action == action and not found.question, order
+
+
+def test_token_limit_exceeded_falls_back_to_the_most_recent_messages(tmp_path: Path) -> None:
+    # Error handling: "Token limit exceeded: Fall back to most recent messages only"
+    with Memory(tmp_path / "m.db", embedder="none") as mem:
+        sid = mem.create_session("You are harombe.")
+        for i in range(40):
+            mem.save_message(sid, {"role": "user" if i % 2 == 0 else "assistant",
+                                   "content": f"message {i} " + "about the build pipeline " * 10})
+        recent = mem.get_recent_messages(sid, max_tokens=200)
+        kept = [m.content.split()[1] for m in recent if m.role != "system"]
+        assert kept and kept[-1] == "39"  # the newest, in order, as many as fit
+        assert [int(k) for k in kept] == list(range(40 - len(kept), 40))
+        assert mem.counter.count_messages(recent) <= 200
