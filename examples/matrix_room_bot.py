@@ -62,7 +62,7 @@ def run(db: Path) -> None:
             answer = reply(model.url, mem, room, body)
             mem.add(room, answer, role="assistant")
             print(f"[{room}] {name}: {body}\n  -> bot: {answer}")
-        mem.flush(30)
+        mem.flush()
         print("\n== transcript of the garden room ==")
         print(render_transcript(mem.load_session(GARDEN), mem.anchor_id))
         print("\n== notes ==")

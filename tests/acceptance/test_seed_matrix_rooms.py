@@ -76,10 +76,10 @@ def test_only_the_anchor_changes_memory_and_remember_this_keeps_their_point(mem:
 def test_a_changed_statement_is_not_recalled_as_current(mem: Memory) -> None:
     _say(mem, HOME, ANCHOR, "JanHein", "I love coffee, a flat white every morning.")
     _say(mem, HOME, None, None, "A flat white it is.")
-    mem.flush(30)
+    mem.flush()
     _say(mem, GARDEN, ANCHOR, "JanHein", "Actually I don't like coffee anymore, I prefer tea now.")
     _say(mem, GARDEN, None, None, "Tea it is.")
-    mem.flush(30)
+    mem.flush()
     packet = mem.context(GARDEN, "what does JanHein drink in the morning, coffee?", max_tokens=800)
     text = packet.to_messages()[0]["content"]
     assert "JanHein prefers tea." in text
@@ -103,7 +103,7 @@ def test_topic_summaries_read_as_prose(mem: Memory) -> None:
     ] * 4
     for i, (who, name, text) in enumerate(lines):
         _say(mem, GARDEN, who, name, text, at=start + timedelta(minutes=i))
-    mem.flush(30)
+    mem.flush()
     packet = mem.context(GARDEN, max_tokens=450, strategy="tiered")
     assert packet.topic_summaries
     text = packet.to_messages()[0]["content"]
