@@ -97,6 +97,7 @@ class AsyncMemory(_OffLoop[Memory]):
     end_session = _off_loop(Memory.end_session)
     delete_session = _off_loop(Memory.delete_session)
     clear_session = _off_loop(Memory.clear_session)
+    inactive_sessions = _off_loop(Memory.inactive_sessions)
     prune_old_sessions = _off_loop(Memory.prune_old_sessions)
     archive_session = _off_loop(Memory.archive_session)
     unarchive_session = _off_loop(Memory.unarchive_session)
