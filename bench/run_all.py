@@ -25,6 +25,7 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
     files = [str(p) for p in (LOCOMO[:1] if quick else LOCOMO)]
     return [
         ("write", ["bench", "write", "--json", *(["--adds", "200", "--history", "5000"] if quick else [])]),
+        ("cold", ["bench", "cold", "--json", *(["--runs", "2"] if quick else [])]),
         ("eval_locomo", ["eval", "locomo", *files, "--json"]),
         ("eval_summaries", ["eval", "summaries", *files, "--json"]),
         ("search", ["bench", "search", "--json", *(["--messages", "5000"] if quick else [])]),

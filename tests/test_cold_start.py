@@ -83,3 +83,29 @@ def test_bench_cold_reports_figures_ratios_and_targets() -> None:
     assert data["targets"] == {"first_save_ms": 150.0, "cli_read_ms": 400.0, "rss_mb": 80.0}
     assert set(data["meets_targets"]) == {"first_save_ms", "sessions_ms", "history_ms", "rss_mb"}
     assert data["meets_targets"]["rss_mb"] == (ours["rss_mb"] <= 80.0)
+
+
+def test_derived_work_waits_for_a_reader_then_catches_up_on_every_earlier_write(tmp_path: Path) -> None:
+    from memlane.context.summaries import SUMMARY_KIND
+    from memlane.state.tracker import STATE_KIND
+
+    with Memory(tmp_path / "d.db", embedder="hashing", summarize_every=4, keep_raw_turns=1) as mem:
+        sid = mem.create_session()
+        for i in range(8):
+            mem.add(sid, f"Can we book the kayak tour in Lagos for day {i}?")
+            mem.add(sid, f"Yes, the kayak tour in Lagos on day {i} is booked.", role="assistant")
+        # Only writes so far: no state, summary or vector was derived, no model was loaded.
+        assert not mem.background_work_started
+        assert mem.store.get_derived(sid, STATE_KIND) is None
+        assert mem.store.get_derived(sid, SUMMARY_KIND) is None
+        assert mem.extensions["recall"].index.count() == 0
+        mem.flush(60)  # a reader starts background work: the earlier writes are caught up
+        assert mem.background_work_started
+        assert mem.store.get_derived(sid, STATE_KIND) is not None
+        assert mem.store.get_derived(sid, SUMMARY_KIND) is not None
+        assert mem.extensions["recall"].index.count() == 16
+        mem.add(sid, "And a table for dinner afterwards?")  # from now on, as they come
+        mem.flush(60)
+        assert mem.extensions["recall"].index.count() == 17
+        state = mem.get_state(sid)
+        assert state.message_count == 17 and "kayak" in " ".join(state.active_topics).lower()

@@ -263,9 +263,10 @@ class Memory:
         if on_close is not None:
             self._closers.append((on_close, None))
 
-    #: Appends remembered for derived observers before background work starts; older ones
-    #: are dropped (the observers catch up from the log when next asked).
-    MAX_DEFERRED = 10_000
+    #: Messages remembered for derived observers before background work starts; older ones
+    #: are dropped (the observers catch up from the log when next asked), so a process that
+    #: only writes holds at most this many.
+    MAX_DEFERRED = 1_000
 
     @property
     def background_work_started(self) -> bool:
