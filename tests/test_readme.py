@@ -27,6 +27,8 @@ NOT_RUN = {
     "make test": "this test runs inside it",
     "memlane bench write": "a benchmark over 100,000 messages; test_cli.py::test_bench_write_reports_ratios "
                            "runs the same command at a small size",
+    "memlane bench cold": "10 rounds of fresh processes beside the Agents SDK; "
+                          "test_cold_start.py::test_bench_cold_reports_figures_ratios_and_targets runs it with --runs 1",
 }
 #: the examples/ programs: tests/acceptance/test_examples.py runs each (some need a chat model on 127.0.0.1,
 #: which that test starts), so here they are only checked to exist
