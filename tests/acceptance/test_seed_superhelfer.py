@@ -100,3 +100,39 @@ def test_search_history_through_a_memlane_server_gives_the_same_entries(tmp_path
             (e["id"], e["query"], e["model_used"]) for e in local]
     finally:
         mem.close()
+
+
+GERMAN_SESSION = [
+    ("Wie lege ich einen neuen Benutzer an?", SUGGESTION),
+    ("Wie setze ich ein Passwort für anna?", "Mit sudo passwd anna setzt du das Passwort."),
+    ("Die Festplatte ist voll, was tun?", "du -sh /* | sort -h zeigt die größten Verzeichnisse."),
+    ("Wie lösche ich alte Logdateien?", "sudo journalctl --vacuum-time=7d löscht alte Journaleinträge."),
+    ("Wie starte ich den Docker-Dienst neu?", "Mit sudo systemctl restart docker."),
+    ("Zeig mir den Status von Docker.", "systemctl status docker zeigt, ob der Dienst läuft."),
+    ("Wie öffne ich Port 443 in der Firewall?", "sudo ufw allow 443/tcp öffnet den Port."),
+    ("Und wie sehe ich die Regeln?", "sudo ufw status numbered listet alle Regeln."),
+    ("Welcher Prozess belegt Port 8080?", "sudo ss -ltnp | grep 8080 zeigt den Prozess."),
+    ("Wie beende ich ihn?", "Mit sudo kill und der PID aus der Ausgabe."),
+    ("Wie aktualisiere ich alle Pakete?", "sudo apt update && sudo apt upgrade."),
+    ("Muss ich danach neu starten?", "Nur wenn ein neuer Kernel installiert wurde."),
+    ("Danke, das war's.", "Gern geschehen!"),
+]
+
+
+def test_a_long_german_session_reads_well_in_its_packet(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        sid = mem.create_session(user_id="default_user")
+        for query, response in GERMAN_SESSION:
+            mem.store_interaction(query, response, session_id=sid, resolve=True)
+        turns = mem.get_conversation_context(sid, limit=20)
+        assert "[Context: 'ihn' refers to Prozess]" in turns[9]["resolved_query"]
+        packet = mem.context(sid, "und wie entferne ich den Benutzer wieder?", max_tokens=400)
+        summary = packet.rolling_session_summary
+        assert summary, "13 turns: the first 10 are summarized"
+        assert summary.count("The assistant:") <= 1  # a label once per run of one speaker's sentences
+        assert "sudo ufw allow 443/tcp" in summary  # commands as typed, not "Sudo ufw"
+        # Lower-case German words are verbs, adverbs and adjectives, not topics.
+        assert all(any(ch.isupper() or ch.isdigit() for ch in t) for t in packet.active_topics)
+        # What the summary covers is not sent again verbatim.
+        sent = [m["content"] for m in packet.to_messages() if m["role"] != "system"]
+        assert SUGGESTION not in sent and "Wie lege ich einen neuen Benutzer an?" not in sent

@@ -547,7 +547,10 @@ def _compose(
     if compress:
         compact = _REACTION_RE.sub("", text)
         compact = _INTENSIFIER_RE.sub("", compact).strip()
-        text = compact[:1].upper() + compact[1:] if compact else text
+        # Capitalise only where a word was taken off the front: "sudo ufw ..." stays as typed.
+        if compact and compact[:1] != text[:1]:
+            compact = compact[:1].upper() + compact[1:]
+        text = compact or text
     if third_person:
         text = _rewrite(_add_subject(text, common), speaker, addressee)
         if attribute and speaker.lower() not in text.lower():
@@ -947,8 +950,27 @@ class ExtractiveSummarizer:
 
 def _join(prefix: str, sentences: Sequence[SummarySentence]) -> str:
     parts = [prefix] if prefix else []
-    parts.extend(s.text for s in sentences)
-    return " ".join(parts)
+    parts.append(said_once([s.text for s in sentences]))
+    return " ".join(p for p in parts if p)
+
+
+_LABEL_RE = lazy_compile(r"^([^:.!?]{1,40}): (?=\S)")
+
+
+def said_once(sentences: Sequence[str]) -> str:
+    """Sentences joined, a speaker's label said once per run of their sentences:
+    "Ana: A. B." rather than "Ana: A. Ana: B." (labels are used where the third-person
+    rewrite does not apply, e.g. German)."""
+    out: list[str] = []
+    last: str | None = None
+    for text in sentences:
+        m = _LABEL_RE.match(text)
+        label = m.group(1) if m else None
+        if m is not None and label == last:
+            text = text[m.end():]
+        last = label
+        out.append(text)
+    return " ".join(out)
 
 
 # ----------------------------------------------------------------- rolling
@@ -1046,7 +1068,7 @@ class RollingSummary:
             self._kept.append(_Kept(sentence, 0.5 + 0.2 * (i + 1) / n, -self.horizon - (n - i)))
         graph = [k.sentence for k in self._kept if k.sentence.terms]
         _tfidf(graph)
-        self._text = " ".join(sentences)
+        self._text = said_once(sentences)
 
     def _twin(self, s: SummarySentence) -> bool:
         threshold = self.summarizer.duplicate_threshold
@@ -1085,13 +1107,13 @@ class RollingSummary:
 
     def _evict(self, counter: TokenCounter) -> None:
         self._kept.sort(key=lambda k: (k.block, k.sentence.order))
-        text = " ".join(k.sentence.text for k in self._kept)
+        text = said_once([k.sentence.text for k in self._kept])
         # The last sentence stays even when too long: cut below, it beats nothing.
         while len(self._kept) > 1 and counter.count(text) > self.max_tokens:
             priority = self._priorities()
             victim = min(self._kept, key=lambda k: (priority[id(k)], k.block, k.sentence.order))
             self._kept.remove(victim)
-            text = " ".join(k.sentence.text for k in self._kept)
+            text = said_once([k.sentence.text for k in self._kept])
         self._text = fit_to_budget(text, self.max_tokens, counter) if self._kept else ""
 
 

@@ -351,15 +351,12 @@ _NOT_TOPICS = frozenset(
 
 def _topical(phrase: str, window: Sequence[Message]) -> bool:
     words = tokenize_words(phrase)
-    if len(words) != 1:
-        return True
-    word = words[0]
-    if word.lower() in _NOT_TOPICS:
+    if len(words) == 1 and words[0].lower() in _NOT_TOPICS:
         return False
-    # German capitalises every noun, so a lone lower-case word in German text is a verb
-    # or an adjective ("hängt", "frei"), not a topic.
-    if word.islower():
-        german = [m for m in window if word in m.content]
+    # German capitalises every noun, so lower-case words alone in German text are verbs,
+    # adverbs or adjectives ("hängt", "frei", "danach neu", "installiert wurde"), not a topic.
+    if all(w.islower() for w in words):
+        german = [m for m in window if phrase in m.content]
         if german and all(lang.detect_language(m.content) == "de" for m in german):
             return False
     return True
