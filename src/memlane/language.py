@@ -72,6 +72,8 @@ STOPWORDS_DE: frozenset[str] = frozenset(
     haben hat hatte hatten habe hast nicht kein keine keinen mit von zu zum zur im in an am auf
     aus bei nach vor für über unter um als wie wo was wer wenn dass daß so auch noch nur schon
     ja nein doch mal dann denn sehr hier da dort dieser diese dieses jetzt
+    mein meine meinen meinem meiner meines dein deine deinen deinem deiner ihre ihren ihrem ihrer
+    seine seinen seinem seiner unser unsere unseren unserem euer eure
     """.split()
 )
 

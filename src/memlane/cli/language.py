@@ -52,3 +52,20 @@ def print_topics_eval(file: Path | None, embedder: str, threshold: float, as_jso
         for name, fig in groups.items():
             table.add_row(method, name, *(_fmt(fig[c]) for c in ("switches", "continuations", "precision", "recall", "f1")))
     console.print(table)
+
+
+def print_crosslingual_eval(file: Path | None, embedders: tuple[str, ...], as_json: bool) -> None:
+    from memlane.eval.crosslingual import KS, run_crosslingual_eval
+
+    result = run_crosslingual_eval(file, embedders=embedders)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"Cross-lingual recall, {result['pairs']} DE/EN pairs")
+    for col in ("run", "group", "pairs", *(f"R@{k}" for k in KS), "p50 ms"):
+        table.add_column(col, no_wrap=True, justify="left" if col in ("run", "group") else "right")
+    for name, run in result["runs"].items():
+        for group, fig in run["figures"].items():
+            table.add_row(name, group, str(fig["pairs"]), *(_fmt(fig[f"recall@{k}"]) for k in KS),
+                          _fmt(run["search_ms_p50"]))
+    console.print(table)

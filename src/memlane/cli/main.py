@@ -141,6 +141,20 @@ def _quiet_flags(command: Any, args: list[str]) -> None:
             return
 
 
+@eval_app.command("crosslingual")
+def _eval_crosslingual(
+    file: Path | None = typer.Argument(None, help="JSONL of DE/EN pairs (default: memlane's 100 pairs)."),
+    embedder: list[str] = typer.Option(
+        ["minilm"], "--embedder", help="Embedder spec; repeat to compare (e.g. use-multilingual)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Cross-lingual recall: German query -> English memory and back, with and without expansion."""
+    from memlane.cli.language import print_crosslingual_eval
+
+    print_crosslingual_eval(file, tuple(embedder), as_json)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning memlane errors into one line and an exit code."""
     command = typer.main.get_command(app)

@@ -21,8 +21,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memlane.context.keyphrases import STOPWORDS, normalize_term, tokenize_words
+from memlane.bilingual import translations
+from memlane.context.keyphrases import STOPWORDS, tokenize_words
 from memlane.errors import MemlaneError
+from memlane.language import Language, detect_language, stem
 from memlane.models import Message, SearchHit, utcnow
 from memlane.notes.extract import ExtractionContext
 from memlane.notes.models import AuditEntry, Note, NoteCandidate
@@ -117,12 +119,18 @@ class CommandResult:
 
 
 def _mentions(text: str, topic: str) -> bool:
-    """Whether ``text`` shares a content word (by stem) with ``topic``: the answer to "what
-    do you remember about X" quotes messages about X, not merely similar ones."""
-    words = {normalize_term(w)[:5] for w in tokenize_words(topic) if w.lower() not in STOPWORDS and len(w) > 2}
+    """Whether ``text`` shares a content word (by stem) with ``topic`` or with its English or
+    German translation: the answer to "what do you remember about X" quotes messages about
+    X ("was weißt du über Kaffee" quotes "I drink my coffee black"), not merely similar ones."""
+    words = [w for w in tokenize_words(topic) if w.lower() not in STOPWORDS and len(w) > 2]
     if not words:
         return True
-    return bool(words & {normalize_term(w)[:5] for w in tokenize_words(text)})
+    lng = detect_language(topic)
+    other: Language = "en" if lng == "de" else "de"
+    wanted = {stem(w, lng)[:5] for w in words}
+    wanted |= {stem(t, other)[:5] for w in words for t in translations(w, lng)}
+    found = {stem(w, lang)[:5] for w in tokenize_words(text) for lang in ("en", "de")}
+    return bool(wanted & found)
 
 
 def _short(text: str, limit: int = 160) -> str:

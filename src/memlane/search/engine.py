@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Literal
 from memlane.errors import InvalidInputError
 from memlane.lru import LRUCache
 from memlane.models import Message, MessageFilter, SearchHit, Session, to_epoch
+from memlane.search.crosslingual import expand_query
 from memlane.search.embedders import Embedder, HashingEmbedder
 from memlane.search.relevance import relevance
 from memlane.search.vectors import VectorIndex
@@ -160,6 +161,8 @@ class RecallConfig:
     coverage: float = 0.3
     #: how many of the best candidates get the coverage part
     coverage_top: int = 50
+    #: add German/English translations of the query's words (search/crosslingual.py)
+    crosslingual: bool = True
 
     def with_(self, **changes: float | int) -> RecallConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -274,11 +277,16 @@ class RecallEngine:
         return vec
 
     def candidates(
-        self, query: str, flt: MessageFilter, *, pool: int | None = None, mode: Mode = "hybrid"
+        self, query: str, flt: MessageFilter, *, pool: int | None = None, mode: Mode = "hybrid",
+        config: RecallConfig | None = None,
     ) -> list[Candidate]:
         size = pool or self.config.pool
         found: dict[int, Candidate] = {}
         keyword: Future[list[KeywordHit]] | None = None
+        vec_query = query
+        if (config or self.config).crosslingual:
+            expansion = expand_query(query)
+            query, vec_query = expansion.keyword_query, expansion.vector_query
         if mode in ("hybrid", "keyword"):
             kw_query = self._keyword_query(query) if mode == "hybrid" else query
             if mode == "hybrid" and self.index is not None:
@@ -287,7 +295,7 @@ class RecallEngine:
                 keyword = self._pool().submit(self.store.keyword_search, kw_query, flt, limit=size)
             else:
                 keyword = _done(self.store.keyword_search(kw_query, flt, limit=size))
-        qvec = self.embed_query(query) if mode in ("hybrid", "semantic") and self.index else None
+        qvec = self.embed_query(vec_query) if mode in ("hybrid", "semantic") and self.index else None
         # The vector scan (GIL released) and fetching its messages also run before waiting
         # for BM25, so on two cores the two searches overlap rather than add up; messages
         # both searches found are fetched twice, which costs less than waiting.
@@ -473,7 +481,8 @@ class RecallEngine:
         # Without vectors "hybrid" still fuses BM25 with the conversation signals.
         effective: Mode = mode
         pool = max(cfg.pool, top_k)
-        ranked = self.rank(query, self.candidates(query, flt, pool=pool, mode=effective), mode=effective, config=cfg)
+        found = self.candidates(query, flt, pool=pool, mode=effective, config=cfg)
+        ranked = self.rank(query, found, mode=effective, config=cfg)
         sessions: dict[str, Session | None] = {}
         many = getattr(self.store, "get_sessions", None)  # PostgreSQL: one round trip, not one per hit
         if callable(many):
