@@ -30,20 +30,19 @@ class _Lexicon:
 
 @lru_cache(maxsize=1)
 def lexicon() -> _Lexicon:
-    """The shipped lexicon, loaded once (about 100 KB)."""
+    """The shipped lexicon, loaded once (about 1.5 MB, 43,000 pairs, with their stems)."""
     text = resources.files("memlane").joinpath("data", LEXICON).read_text("utf-8")
     words: dict[tuple[Language, str], list[tuple[float, str]]] = {}
     stems: dict[tuple[Language, str], list[tuple[float, str]]] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
-        de, en, cos = line.split("\t")
+        de, en, cos, de_stem, en_stem = line.split("\t")
         score = float(cos)
-        for src, word, other in (("de", de, en), ("en", en, de)):
-            lng: Language = "de" if src == "de" else "en"
-            words.setdefault((lng, word), []).append((score, other))
-            stems.setdefault((lng, stem(word, lng)), []).append((score, other))
-
+        words.setdefault(("de", de), []).append((score, en))
+        words.setdefault(("en", en), []).append((score, de))
+        stems.setdefault(("de", de_stem), []).append((score, en))
+        stems.setdefault(("en", en_stem), []).append((score, de))
     # A German "translation" of an English word that is an English word too ("live" ->
     # "life": German text borrows English words) would match English text: leave it out.
     # The other way round it is kept: "Kaffee" -> "coffee" is right even though German
