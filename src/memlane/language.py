@@ -140,8 +140,11 @@ def content_words(text: str) -> list[str]:
 
 _identifier: Any = None
 _identifier_lock = threading.Lock()
-#: Below this probability (of two languages, so 0.5 is a coin) a text keeps the default.
-MIN_CONFIDENCE = 0.7
+#: Below this probability (of two languages, so 0.5 is a coin) a text of three or more
+#: words keeps the default; "Docker Container stoppen" is German at 0.53.
+MIN_CONFIDENCE = 0.52
+#: The same for one or two words ("ok, los" is "English" at 0.70): only a sure call counts.
+MIN_CONFIDENCE_SHORT = 0.95
 _DE_LETTERS = re.compile(r"[äöüß]", re.IGNORECASE)
 
 
@@ -176,7 +179,7 @@ def detect_language(text: str, default: Language = "en") -> Language:
     label, prob = language_scores(text.strip()[:2000])
     # Two words ("ok, los") are thin evidence for character n-grams: the conversation's
     # language stands unless the model is sure.
-    if prob >= (MIN_CONFIDENCE if len(words(text)) > 2 else 0.95):
+    if prob >= (MIN_CONFIDENCE if len(words(text)) > 2 else MIN_CONFIDENCE_SHORT):
         return label
     # Too short for character n-grams ("it", "yes"): function words of one language decide.
     found = words(text)

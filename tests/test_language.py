@@ -1,0 +1,59 @@
+"""The language layer (memlane.language): language id, tokenizer, stems, sentences."""
+
+from __future__ import annotations
+
+import pytest
+
+from memlane.language import STOPWORDS, content_words, detect_language, sentences, stem, stems, words
+
+# Issue 17: the function-word counter labelled three of these English.
+GERMAN_SHELL_REQUESTS = [
+    "Kubernetes Pod neu starten", "Festplatte voll, Speicherplatz freigeben", "Logdateien anzeigen",
+    "Apache neu starten", "Benutzer anlegen", "Docker Container stoppen", "nginx Konfiguration prüfen",
+    "Netzwerk neu starten",
+]
+ENGLISH_SHELL_REQUESTS = [
+    "restart the kubernetes pod", "disk full, free space", "show log files", "create user",
+    "stop docker container", "check nginx config", "restart the network",
+]
+
+
+@pytest.mark.parametrize("text", GERMAN_SHELL_REQUESTS)
+def test_short_german_requests_are_german(text: str) -> None:
+    assert detect_language(text) == "de"
+
+
+@pytest.mark.parametrize("text", ENGLISH_SHELL_REQUESTS)
+def test_short_english_requests_are_english(text: str) -> None:
+    assert detect_language(text, default="de") == "en"
+
+
+def test_text_without_language_keeps_the_conversations() -> None:
+    for text in ("2", "`ls -la`", "ok", "!!"):
+        assert detect_language(text, default="de") == "de"
+        assert detect_language(text, default="en") == "en"
+    assert detect_language("it", default="de") == "en"  # a function word of one language decides
+    # Two words the model is unsure about ("restart apache" 0.59, "ok, los" 0.70) follow the conversation.
+    assert detect_language("ok, los", default="de") == "de"
+
+
+def test_one_tokenizer() -> None:
+    assert words("Don’t delete /var/log/syslog, e-mail Max!") == ["don't", "delete", "var", "log", "syslog", "e-mail", "max"]
+    assert "the" in STOPWORDS and "und" in STOPWORDS and "mein" in STOPWORDS
+    assert content_words("the server and the backup") == ["server", "backup"]
+
+
+def test_snowball_stems_in_both_languages() -> None:
+    assert stem("Datenbanken", "de") == stem("Datenbank", "de")
+    assert stem("Häuser", "de") == "haus"
+    assert stem("running", "en") == stem("runs", "en") == "run"
+    assert stems("Die Datenbanken sichern") == ["datenbank", "sich"]
+
+
+def test_sentences_by_pysbd_keep_abbreviations_files_and_code() -> None:
+    text = "Führe `sudo apt update` aus, z.B. mit sudo. Datei a.txt ist 1.5 MB groß. Fertig!"
+    assert sentences(text, "de") == [
+        "Führe `sudo apt update` aus, z.B. mit sudo.", "Datei a.txt ist 1.5 MB groß.", "Fertig!"
+    ]
+    assert sentences("Dr. Smith said so.\n1. Restart\n2. Reboot") == ["Dr. Smith said so.", "1. Restart", "2. Reboot"]
+    assert sentences("   ") == []
