@@ -12,7 +12,11 @@ def fts5_terms(text: str) -> list[str]:
     """The distinct content words of ``text`` as FTS5 terms (without double quotes)."""
     seen: dict[str, None] = {}
     for w in content_words(text):
-        seen.setdefault(w.replace('"', ""), None)
+        # FTS5 splits "self-care" into two tokens; as one quoted term it would be a phrase
+        # that needs both, adjacent. The parts are OR-ed like any other words.
+        for part in w.split("-") if "-" in w else (w,):
+            if len(part) > 1 and part not in STOPWORDS:
+                seen.setdefault(part.replace('"', ""), None)
     return [w for w in seen if w]
 
 

@@ -57,6 +57,10 @@ _NAME_RE = re.compile(r"[^\W\d_][\w'’-]*")
 _POSSESSIVE = re.compile(r"['’]s?$")
 
 
+#: Weight of a BM25 hit found only through a translation of the query's words.
+_TRANSLATED = 0.5
+
+
 def _done(value: list[KeywordHit]) -> Future[list[KeywordHit]]:
     fut: Future[list[KeywordHit]] = Future()
     fut.set_result(value)
@@ -66,7 +70,8 @@ def _done(value: list[KeywordHit]) -> Future[list[KeywordHit]]:
 def _stems(text: str) -> set[str]:
     """Crude stems of the content words, matched as substrings of lower-cased text: enough
     to match "painted" with "painting" and "fix" with "fixed"."""
-    return {_stem(w) for w in content_words(text) if len(w) > 2}
+    parts = (p for w in content_words(text) for p in w.split("-"))  # "self-care": both words
+    return {_stem(p) for p in parts if len(p) > 2}
 
 
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
@@ -284,9 +289,11 @@ class RecallEngine:
         found: dict[int, Candidate] = {}
         keyword: Future[list[KeywordHit]] | None = None
         vec_query = query
+        added: tuple[str, ...] = ()
         if (config or self.config).crosslingual:
             expansion = expand_query(query)
-            query, vec_query = expansion.keyword_query, expansion.vector_query
+            vec_query, added = expansion.vector_query, expansion.added
+        translated: Future[list[KeywordHit]] | None = None
         if mode in ("hybrid", "keyword"):
             kw_query = self._keyword_query(query) if mode == "hybrid" else query
             if mode == "hybrid" and self.index is not None:
@@ -295,6 +302,10 @@ class RecallEngine:
                 keyword = self._pool().submit(self.store.keyword_search, kw_query, flt, limit=size)
             else:
                 keyword = _done(self.store.keyword_search(kw_query, flt, limit=size))
+            if added:
+                # The translations are a query of their own: mixed into the original one they
+                # would reorder its hits (English LoCoMo lost recall that way).
+                translated = self._pool().submit(self.store.keyword_search, " ".join(added), flt, limit=size)
         qvec = self.embed_query(vec_query) if mode in ("hybrid", "semantic") and self.index else None
         # The vector scan (GIL released) and fetching its messages also run before waiting
         # for BM25, so on two cores the two searches overlap rather than add up; messages
@@ -306,6 +317,15 @@ class RecallEngine:
                 if hit.message.id is None:
                     continue
                 found[hit.message.id] = Candidate(hit.message, keyword=hit.score, keyword_rank=rank)
+        if translated is not None:
+            # Hits of the translations only, after the original query's, at a lower weight:
+            # what the query's own words found keeps its score and rank.
+            offset = len(found)
+            for rank, hit in enumerate(translated.result()):
+                mid = hit.message.id
+                if mid is not None and mid not in found:
+                    found[mid] = Candidate(hit.message, keyword=hit.score * _TRANSLATED,
+                                           keyword_rank=offset + rank)
         if qvec is not None and self.index is not None:
             for rank, (mid, sim) in enumerate(sem):
                 cand = found.get(mid)
