@@ -90,7 +90,15 @@ def main() -> None:
     for j, i in enumerate(en2de):
         if s_en[j] >= args.min_cosine and de[i] != en[j]:
             found[(de[i], en[j])] = max(found.get((de[i], en[j]), 0.0), float(s_en[j]))
-    pairs = sorted((d, e, s) for (d, e), s in found.items())
+    # A German word nearly as common in English text ("lgbt", "team", "cao") would, added
+    # to an English query, match English messages: such pairs are noise (LoCoMo, English,
+    # lost recall with them) and are left out.
+    from wordfreq import zipf_frequency
+
+    pairs = sorted(
+        (d, e, s) for (d, e), s in found.items()
+        if zipf_frequency(d, "en") < zipf_frequency(d, "de") - 1.0
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as fh:
         fh.write(f"# German-English lexicon: {len(pairs)} nearest neighbours of {len(de)}+{len(en)} "
