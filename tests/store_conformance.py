@@ -14,13 +14,14 @@ import pytest
 from memlane.errors import ConflictError, InvalidInputError, NotFoundError, SessionNotFoundError
 from memlane.models import Message, MessageFilter, Session, SessionFilter
 from memlane.store.base import Store, TurnRecord
+from tests.port_conformance import PortConformance
 
 
 def _msg(content: str, role: str = "user", **kw: object) -> Message:
     return Message(role=role, content=content, **kw)  # type: ignore[arg-type]
 
 
-class StoreConformance:
+class StoreConformance(PortConformance):
     def test_is_a_store(self, store: Store) -> None:
         assert isinstance(store, Store)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,14 @@ import pytest
 
 from memlane import Memory, Message, SearchHit, Session, Turn
 from memlane.client import LOCAL_ONLY, MemoryClient
-from memlane.errors import ConflictError, InvalidInputError, PermissionDeniedError, SessionNotFoundError, StorageError
+from memlane.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PermissionDeniedError,
+    SessionNotFoundError,
+    StorageError,
+)
 from memlane.server.auth import key_store_for
 from tests.server_support import new_key, open_memory, running_server
 
@@ -157,7 +165,10 @@ def test_every_memory_method_is_mirrored_or_named_local_only() -> None:
         f"drop stale LOCAL_ONLY entries {sorted(set(LOCAL_ONLY) - missing)}"
     )
     assert all(reason.strip() for reason in LOCAL_ONLY.values())
-    assert all(callable(getattr(MemoryClient, n)) for n in public & offered)
+    for name in public & offered:  # a method where Memory has a method, a property where it has one
+        kind = isinstance(inspect.getattr_static(Memory, name), property)
+        assert isinstance(inspect.getattr_static(MemoryClient, name), property) == kind, name
+        assert kind or callable(getattr(MemoryClient, name)), name
 
 
 def test_client_facets_match_memory(served: tuple[Memory, str]) -> None:
@@ -208,3 +219,61 @@ def test_memory_commands_over_the_server_check_the_anchor_and_audit(tmp_path: Pa
                 client.handle_command("no-such-room", "forget this conversation", "@jan:matrix.org")
     finally:
         mem.close()
+
+
+def test_client_session_lifecycle_matches_memory(served: tuple[Memory, str]) -> None:
+    """The lifecycle half of the surface answers over HTTP what Memory answers in process."""
+    mem, url = served
+    with MemoryClient(url) as remote:
+        sid = remote.active_session_for("ana", "Lisbon trip in May")
+        assert remote.active_session_for("ana") == sid == mem.active_session_for("ana")
+        assert remote.get_active_session("ana").id == sid
+        remote.store_interaction("Can you book the train to Sintra?", "Booked task 7 for you.", session_id=sid)
+        remote.flush(10)
+        resolved = remote.resolve_references("is it done?", sid)
+        assert resolved == json.loads(json.dumps(mem.resolve_references("is it done?", sid).to_dict(), default=str))
+        assert remote.detect_topic_change("quantum chromodynamics lecture notes", sid) == mem.detect_topic_change(
+            "quantum chromodynamics lecture notes", sid)
+        down = remote.shutdown(sid)
+        assert mem.get_state(sid).status == "shutdown_clean" and down
+        packet = remote.hydrate(sid, "train", max_tokens=400)
+        assert packet.to_messages() and mem.get_state(sid).status == "resuming"
+        assert remote.archive_session(sid, "quiet") is True and mem.get_session(sid).status == "archived"
+        assert remote.archive_session(sid) is False
+        assert remote.unarchive_session(sid) is True and mem.get_session(sid).status != "archived"
+        note = mem.add_note("Ana lives in Porto", session_id=sid, slot="home", user_id="ana")
+        newer = mem.add_note("Ana lives in Lisbon", session_id=sid, slot="home", user_id="ana")
+        assert [n.text for n in remote.note_history(newer.id or 0)] == [
+            n.text for n in mem.note_history(note.id or 0)] == ["Ana lives in Porto", "Ana lives in Lisbon"]
+        assert remote.anchor_id == mem.anchor_id and remote.is_anchor(mem.anchor_id)
+        assert remote.stats()["sessions"] == mem.stats()["sessions"]
+        assert remote.maintain(dry_run=True)["dry_run"] is True
+        assert remote.auto_expire_sessions() == []
+        assert remote.prune_old_sessions(365) == 0 and mem.get_session(sid)
+        assert remote.pending_writes == 0
+        with pytest.raises(InvalidInputError, match="session_id"):
+            remote.shutdown()
+
+
+def test_client_lifecycle_respects_tenants(tmp_path: Path) -> None:
+    mem = open_memory(tmp_path / "tenants.db")
+    key_a, key_b = new_key(mem, "a"), new_key(mem, "b")
+    with (
+        running_server(mem, keys=key_store_for(mem.store), require_auth=True) as url,
+        MemoryClient(url, api_key=key_a) as a,
+        MemoryClient(url, api_key=key_b) as b,
+    ):
+            mine = a.active_session_for("ana")
+            assert mem.get_session(mine).tenant_id == "a"
+            assert b.active_session_for("ana") != mine  # the same user id in another tenant
+            for call in (lambda: b.archive_session(mine), lambda: b.hydrate(mine),
+                         lambda: b.resolve_references("it?", mine), lambda: b.shutdown(mine)):
+                with pytest.raises(SessionNotFoundError):
+                    call()
+            note = a.add_note("likes tea", session_id=mine)
+            with pytest.raises(NotFoundError):
+                b.note_history(note.id or 0)
+            for admin in (b.stats, b.auto_expire_sessions, lambda: b.maintain(), lambda: b.prune_old_sessions(1)):
+                with pytest.raises(PermissionDeniedError, match="tenant"):
+                    admin()
+    mem.close()

@@ -134,19 +134,23 @@ def test_not_on_the_hot_path(tmp_path: Path) -> None:
 
 
 def test_flush_is_chained(tmp_path: Path) -> None:
-    """Our flush wraps the one registered before it (the recall indexer's) instead of replacing it."""
-    from memlane.context.summaries import _chain_flush
-
+    """mem.flush runs every part's flush hook in the order the parts were attached (the
+    recall indexer's before the summaries'), none replacing another."""
     with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        indexer, summaries = mem.parts.indexer, mem.parts.summaries
+        assert indexer is not None and summaries is not None
+        hooks = mem.parts.flush_hooks
+        assert hooks.index(indexer.flush) < hooks.index(summaries.flush)
         marks: list[str] = []
+
         def earlier(timeout: float | None = None) -> None:
             marks.append(f"earlier {timeout}")
 
         def ours(timeout: float | None = None) -> None:
             marks.append(f"ours {timeout}")
 
-        mem.extensions["flush"] = earlier
-        _chain_flush(mem, ours)
+        hooks[:] = [earlier]
+        hooks.append(ours)
         mem.flush(2.5)
         assert marks == ["earlier 2.5", "ours 2.5"]
     with Memory(tmp_path / "m2.db", embedder="hashing") as mem:

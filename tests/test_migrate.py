@@ -49,8 +49,6 @@ def _source(path: Path, sessions: int = 4) -> None:
 def _other_parts(path: Path) -> str:
     """Rows in the other parts' tables (notes with a superseded version, facets, archive,
     audit, an API key); returns the key's plaintext."""
-    from memlane.server.auth import SQLiteKeyStore
-
     store = SQLiteStore(path)
     try:
         first = min(m.id or 0 for m in store.iter_messages("room-1"))
@@ -85,7 +83,7 @@ def _other_parts(path: Path) -> str:
             )
 
         store.write(run)
-        _, plaintext = SQLiteKeyStore(store).create_key("acme", "migrated key")
+        _, plaintext = store.key_store().create_key("acme", "migrated key")
         return plaintext
     finally:
         store.close()

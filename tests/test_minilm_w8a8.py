@@ -14,14 +14,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from memlane import EmbedderMismatchError, Memory
 from memlane.cli.main import main as cli_main
+from memlane.cli.minilm_w8a8 import compare_variants, main
 from memlane.errors import EmbedderError
 from memlane.search.embedders import MINILM_F32_MODEL_ID, MINILM_MODEL_ID, MiniLMEmbedder, _default_model_path
 from memlane.search.minilm_w8a8 import (
     _file_sha256,
     _shipped_maxima,
     calibration_texts,
-    compare_variants,
-    main,
     quantizable_matmuls,
     rewrite,
     u8s8_is_exact,

@@ -99,6 +99,7 @@ class AsyncMemory(_OffLoop[Memory]):
     clear_session = _off_loop(Memory.clear_session)
     inactive_sessions = _off_loop(Memory.inactive_sessions)
     prune_old_sessions = _off_loop(Memory.prune_old_sessions)
+    inactive_sessions = _off_loop(Memory.inactive_sessions)
     archive_session = _off_loop(Memory.archive_session)
     unarchive_session = _off_loop(Memory.unarchive_session)
     active_session_for = _off_loop(Memory.active_session_for)
@@ -192,3 +193,24 @@ class AsyncMemoryClient(_OffLoop[MemoryClient]):
     export_session = _off_loop(MemoryClient.export_session)
     import_sessions = _off_loop(MemoryClient.import_sessions)
     flush = _off_loop(MemoryClient.flush)
+    note_history = _off_loop(MemoryClient.note_history)
+    archive_session = _off_loop(MemoryClient.archive_session)
+    unarchive_session = _off_loop(MemoryClient.unarchive_session)
+    active_session_for = _off_loop(MemoryClient.active_session_for)
+    get_active_session = _off_loop(MemoryClient.get_active_session)
+    auto_expire_sessions = _off_loop(MemoryClient.auto_expire_sessions)
+    detect_topic_change = _off_loop(MemoryClient.detect_topic_change)
+    resolve_references = _off_loop(MemoryClient.resolve_references)
+    hydrate = _off_loop(MemoryClient.hydrate)
+    shutdown = _off_loop(MemoryClient.shutdown)
+    stats = _off_loop(MemoryClient.stats)
+    maintain = _off_loop(MemoryClient.maintain)
+    prune_old_sessions = _off_loop(MemoryClient.prune_old_sessions)
+
+    @property
+    def anchor_id(self) -> str:
+        """The server's Anchor (one short request, made on this thread)."""
+        return self.sync.anchor_id
+
+    def is_anchor(self, author_id: str | None) -> bool:
+        return self.sync.is_anchor(author_id)

@@ -10,7 +10,6 @@ background thread; raw inserts are interleaved there too, so that ratio is fair.
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -21,7 +20,7 @@ from typing import Any
 from memlane.config import load_settings
 from memlane.errors import MemlaneError
 from memlane.memory import Memory
-from memlane.store.sqlite import SQLiteStore
+from memlane.store.raw_sqlite import memlane_schema_insert, plain_table_insert
 
 _TEXT = (
     "I finally booked the train to Sintra for Saturday morning; can you remind me "
@@ -42,25 +41,6 @@ def _summary(samples_s: list[float]) -> dict[str, float]:
         "p95_ms": round(_percentile(ms, 0.95), 4),
         "mean_ms": round(statistics.fmean(ms), 4),
     }
-
-
-def _raw_insert(conn: sqlite3.Connection, session_id: str) -> Callable[[], None]:
-    def insert() -> None:
-        now = time.time()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            "INSERT INTO messages (session_id, role, content, created_at, metadata, token_count) "
-            "VALUES (?, 'user', ?, ?, '{}', 30)",
-            (session_id, _TEXT, now),
-        )
-        conn.execute(
-            "UPDATE sessions SET message_count = message_count + 1, updated_at = ?, "
-            "last_active_at = ? WHERE id = ?",
-            (now, now, session_id),
-        )
-        conn.execute("COMMIT")
-
-    return insert
 
 
 def _timed_adds(
@@ -101,33 +81,13 @@ def run_write_bench(
     say = progress or (lambda _msg: None)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         ours = Memory(Path(tmp) / "memlane.db", durability=durability, embedder=embedder)
-        raw_store = SQLiteStore(Path(tmp) / "raw.db", durability=durability)
-        raw_store.write(
-            lambda c: c.execute(
-                "INSERT INTO sessions (id, created_at, updated_at, last_active_at) "
-                "VALUES ('raw', 0, 0, 0)"
-            )
-        )
-        raw_insert = _raw_insert(raw_store.connection, "raw")
+        raw_insert, close_raw = memlane_schema_insert(Path(tmp) / "raw.db", durability, _TEXT)
         # A second baseline without the keyword-index trigger: the bare cost of the row.
-        plain = sqlite3.connect(Path(tmp) / "plain.db", isolation_level=None)
-        plain.execute("PRAGMA journal_mode = WAL")
-        plain.execute(f"PRAGMA synchronous = {durability.upper()}")
-        plain.execute(
-            "CREATE TABLE sessions (id TEXT PRIMARY KEY, message_count INTEGER DEFAULT 0, "
-            "updated_at REAL, last_active_at REAL)"
-        )
-        plain.execute(
-            "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, role TEXT, "
-            "content TEXT, created_at REAL, metadata TEXT, token_count INTEGER)"
-        )
-        plain.execute("CREATE INDEX m_s ON messages(session_id, id)")
-        plain.execute("INSERT INTO sessions (id) VALUES ('raw')")
-        plain_insert = _raw_insert(plain, "raw")
+        plain_insert, close_plain = plain_table_insert(Path(tmp) / "plain.db", durability, _TEXT)
         sid = ours.create_session(session_id="bench", system_prompt="You are helpful.")
         say(f"timing {adds} adds, interleaved with raw sqlite3 inserts")
         mine, base, bare = _timed_adds(ours, sid, adds, raw_insert, plain_insert)
-        plain.close()
+        close_plain()
         indexed = _indexed_adds(Path(tmp), adds, durability, raw_insert, say)
         turns = _checkpoint_turns(Path(tmp), min(adds, 300), durability, embedder, say)
         say(f"filling a session with {history:,} messages")
@@ -146,7 +106,7 @@ def run_write_bench(
             window = ours.get_recent_messages(long_sid, 4096)
             recent.append(time.perf_counter() - t0)
         ours.close()
-        raw_store.close()
+        close_raw()
     add = _summary(mine)
     raw = _summary(base)
     bare_raw = _summary(bare)

@@ -10,13 +10,15 @@ The methods take the same arguments and return the same dataclasses
 server's errors come back as the same exceptions (``SessionNotFoundError``,
 ``InvalidInputError``...), decoded from the ``{"error": {"type", ...}}`` body.
 
-Local-only Memory methods
+Local-only Memory members
 -------------------------
-The client offers a Memory method only where the server has a REST route for it
-(``src/memlane/server/routes.py``); inventing one from other calls would give a
-different answer than the library (e.g. session expiry runs in the server's
-process, not the client's). :data:`LOCAL_ONLY` names every public Memory member
-the client leaves out and why; ``tests/test_client.py`` keeps that list complete.
+Every method of Memory's public surface (docs/api.md) has a REST route
+(``server/routes.py``, ``server/routes_lifecycle.py``) and a client method here, so the
+answer is the server's own, never one assembled from other calls (session expiry runs in
+the server's process). Operations over the whole database (stats, maintain, prune,
+expiry) are refused with API keys: they span tenants. :data:`LOCAL_ONLY` names the few
+members that only make sense in the process owning the store, and why;
+``tests/test_client.py`` keeps that list complete.
 """
 
 from __future__ import annotations
@@ -59,33 +61,13 @@ LOCAL_ONLY: dict[str, str] = {
     "MAX_DEFERRED": "a setting of the server process's background work, not of a caller",
     "background_work_started": "the server starts its background work itself",
     "start_background_work": "the server starts its background work itself when it starts",
-    # no REST route; lifecycle policy (idle expiry, per-user cap, topic changes) is the server's
-    "get_active_session": "no route: session expiry and per-user caps run inside the server process",
-    "active_session_for": "no route: same lifecycle policy as get_active_session",
-    "auto_expire_sessions": "no route: expiry is the server's housekeeping, not a caller's",
-    "detect_topic_change": "no route: needs the session manager's topic model in the server process",
-    "sessions": "the SessionManager object lives in the server process",
-    "resolve_references": "no route yet; the state endpoint (get_state) shows the references the session holds",
-    # notes tier and memory commands
-    "note_history": "no route yet; notes(include_history=True) returns every version",
-    "archive_session": "no route yet; the archive tier is written by the server's maintenance",
-    "unarchive_session": "no route yet; see archive_session",
-    "anchor_id": "server configuration, not exposed to API keys",
-    "is_anchor": "server configuration, not exposed to API keys",
-    # operator tasks that span tenants; run them on the server host (memlane CLI)
-    "stats": "store totals span tenants; operators read /metrics (Prometheus) instead",
+    "sessions": "the SessionManager object lives in the server process (its calls are "
+    "active_session_for, get_active_session, auto_expire_sessions, detect_topic_change)",
     "token_encoding_of": "the token-count cache of the store's own process; the server counts tokens itself",
-    "pending_writes": "the embedder queue depth is the memlane_embedder_queue_depth gauge at /metrics",
-    "maintain": "cross-tenant lifecycle pass; run it on the server host",
     "inactive_sessions": "cross-tenant listing for prune_old_sessions; run it on the server host",
-    "prune_old_sessions": "cross-tenant deletion; run it on the server host",
-    "hydrate": "startup/shutdown of the server's own sessions, not a remote caller's",
-    "shutdown": "startup/shutdown of the server's own sessions, not a remote caller's",
-    # in-process wiring
     "add_observer": "callbacks run in the process that owns the store",
     "add_closer": "callbacks run in the process that owns the store",
-    "from_url": "opens a store; the client connects with MemoryClient(base_url)",
-    "in_memory": "opens a store; the client connects with MemoryClient(base_url)",
+    "in_memory": "opens a throwaway store; a client connects to a server with MemoryClient(base_url)",
 }
 
 
@@ -539,6 +521,90 @@ class MemoryClient:
         )
 
     # ------------------------------------------------------------ export / import
+
+    def note_history(self, note_id: int) -> list[Note]:
+        """Every version of a note, oldest first."""
+        return [note_from_dict(n) for n in self._call("GET", f"/v1/notes/{int(note_id)}/history")["notes"]]
+
+    def archive_session(self, session_id: str, reason: str | None = None) -> bool:
+        body = _clean({"reason": reason})
+        return bool(self._call("POST", f"/v1/sessions/{_seg(session_id)}/archive", json=body)["ok"])
+
+    def unarchive_session(self, session_id: str) -> bool:
+        return bool(self._call("POST", f"/v1/sessions/{_seg(session_id)}/unarchive", json={})["ok"])
+
+    @property
+    def anchor_id(self) -> str:
+        """The server's Anchor (asked each time: the server's settings may change)."""
+        return str(self._call("GET", "/v1/whoami")["anchor_id"])
+
+    def is_anchor(self, author_id: str | None) -> bool:
+        return bool(author_id) and author_id == self.anchor_id
+
+    # ------------------------------------------------------------ session lifecycle
+
+    def active_session_for(self, user_id: str | None, query: str | None = None) -> str:
+        """The user's most recently active open session, or a new one."""
+        body = _clean({"user_id": user_id, "query": query})
+        return str(self._call("POST", "/v1/sessions/active", json=body)["session_id"])
+
+    def get_active_session(self, user_id: str | None = None) -> Session:
+        """The user's active session, created when there is none (idle ones expire first)."""
+        return self.get_session(self.active_session_for(user_id))
+
+    def auto_expire_sessions(self) -> list[str]:
+        return [str(x) for x in self._call("POST", "/v1/sessions/expire", json={})["session_ids"]]
+
+    def detect_topic_change(self, query: str, session_id: str) -> bool:
+        body = {"query": query}
+        return bool(self._call("POST", f"/v1/sessions/{_seg(session_id)}/topic-change", json=body)["changed"])
+
+    def resolve_references(self, query: str, session_id: str) -> dict[str, Any]:
+        """The resolution as a dict (query, resolved_query, references, confidence, ...)."""
+        result: dict[str, Any] = self._call(
+            "POST", f"/v1/sessions/{_seg(session_id)}/resolve", json={"query": query}
+        )
+        return result
+
+    def hydrate(
+        self, session_id: str, query: str | None = None, max_tokens: int | None = None
+    ) -> RemoteContextPacket:
+        body = _clean({"query": query, "max_tokens": max_tokens})
+        return RemoteContextPacket(self._call("POST", f"/v1/sessions/{_seg(session_id)}/hydrate", json=body))
+
+    def shutdown(self, session_id: str | None = None, *, close: bool = False) -> dict[str, Any]:
+        """Clean shutdown of one session on the server (``close`` closes this client too)."""
+        if session_id is None:
+            raise errors.InvalidInputError(
+                "the server shuts sessions down one at a time: pass session_id"
+            )
+        result: dict[str, Any] = self._call("POST", f"/v1/sessions/{_seg(session_id)}/shutdown", json={})
+        if close:
+            self.close()
+        return result
+
+    # ------------------------------------------------------------ administration
+
+    def stats(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/v1/stats")
+        return result
+
+    def maintain(self, *, dry_run: bool = False) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/v1/maintain", json={"dry_run": dry_run})
+        return result
+
+    def prune_old_sessions(self, days: int = 30) -> int:
+        return int(self._call("POST", "/v1/prune", json={"days": days})["count"])
+
+    @property
+    def pending_writes(self) -> int:
+        """Always 0: every write goes to the server at once; nothing is held here."""
+        return 0
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryClient:
+        """A client of the memlane server at ``url`` (``Memory.from_url`` opens a store)."""
+        return cls(url, **options)
 
     def export_session(self, session_id: str, fmt: str = "json") -> str:
         return str(self._call("GET", f"/v1/sessions/{_seg(session_id)}/export", params={"format": fmt}, raw=True))

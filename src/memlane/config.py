@@ -78,8 +78,8 @@ class Settings(BaseModel):
             value = [p.strip() for p in value.split(",") if p.strip()]
         if value is not None:
             # Checked here, so a typo fails when the config is read, not at the first packet.
-            from memlane.context.budget import check_priorities
             from memlane.errors import InvalidInputError
+            from memlane.models import check_priorities
 
             try:
                 value = list(check_priorities(value))

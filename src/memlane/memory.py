@@ -47,6 +47,7 @@ from memlane.models import (
     message_from_input,
     utcnow,
 )
+from memlane.parts import Extensions, Parts
 from memlane.store import Store, TurnRecord, open_store
 from memlane.text import snippet
 from memlane.tokens import TokenCounter, counts_cheaply, get_counter
@@ -146,7 +147,10 @@ class Memory:
         self._closers: list[tuple[Callable[[], None], Callable[[], None] | None]] = []
         self._pending: deque[tuple[str, list[Message], TurnRecord | None]] = deque()
         self._pending_lock = threading.Lock()
-        self.extensions: dict[str, Any] = {}
+        #: The optional parts, typed (search, state, summaries, notes, ...; None when absent).
+        self.parts = Parts()
+        #: The same parts by their old string keys (compatibility view; use ``parts``).
+        self.extensions = Extensions(self.parts)
         # session id -> (created_at, encoding of its cached token counts or None if unknown)
         # Bounded: a server sees sessions without end; a dropped entry is one derived-row read.
         self._count_encodings: LRUCache[str, tuple[datetime, str | None]] = LRUCache(65_536)
@@ -183,7 +187,7 @@ class Memory:
     def _configure_sessions(self) -> None:
         """Give the session manager the configured limits (settings: session_idle_timeout_minutes,
         max_active_sessions_per_user, split_on_topic_change, topic_change_threshold)."""
-        manager = self.extensions.get("sessions")
+        manager = self.parts.sessions
         if manager is None:
             return
         s = self.settings
@@ -566,7 +570,7 @@ class Memory:
                 log.exception("memlane observer %r failed", observer)
 
     def _notify_forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
-        for hook in self.extensions.get("forget_hooks", []):
+        for hook in self.parts.forget_hooks:
             try:
                 hook(session_id, message_ids)
             except Exception:
@@ -579,7 +583,9 @@ class Memory:
         return msg
 
     def save_message(self, session_id: str, message: MessageInput) -> Message:
-        """Append one message (an OpenAI chat dict or a Message); returns it with its id."""
+        """Append one message (an OpenAI chat dict or a Message); returns it with its id.
+
+        The seeds' name (docs/api.md): the same as ``add(session_id, message)``."""
         if not self.enabled:  # validated, not stored
             return self._unstored(session_id, message)
         session = self.ensure_session(session_id)
@@ -682,14 +688,14 @@ class Memory:
             metadata=meta,
         )
         self._append(session, [user, assistant], record)
-        for hook in self.extensions.get("turn_hooks", []):
+        for hook in self.parts.turn_hooks:
             hook(session.id)  # the per-turn checkpoint (settings.checkpoint_per_turn)
         return turn_id
 
     def active_session_for(self, user_id: str | None, query: str | None = None) -> str:
         """The user's most recently active open session, or a new one (auto-create)."""
         self.start_background_work()
-        manager = self.extensions.get("sessions")
+        manager = self.parts.sessions
         if manager is not None:  # expiry, per-user cap, topic changes (memlane.state.sessions)
             return str(manager.active_session_for(user_id, query))
         found = self.store.list_sessions(SessionFilter(user_id=user_id, status="active"), limit=1)
@@ -777,7 +783,7 @@ class Memory:
         self.start_background_work()
         from memlane.state.sessions import sessions_of
 
-        made = "sessions" not in self.extensions
+        made = self.parts.sessions is None
         manager = sessions_of(self)
         if made:  # built on first use (no component attached): it gets the settings too
             self._configure_sessions()
@@ -794,11 +800,14 @@ class Memory:
         """Resolve "it", "deinen Vorschlag", "yes" ... in ``query`` against the session."""
         self.start_background_work()
         from memlane.state.references import resolve_in_session
+        from memlane.state.tracker import get_state
 
-        return resolve_in_session(self, query, session_id)
+        return resolve_in_session(self.store, lambda sid: get_state(self, sid), query, session_id)
 
     def get_active_session(self, user_id: str | None = None) -> Session:
-        """The user's active session, created when there is none (idle ones expire first)."""
+        """The user's active session, created when there is none (idle ones expire first).
+
+        The seeds' name (docs/api.md) for ``get_session(active_session_for(user_id))``."""
         return self.sessions.get_active_session(user_id)
 
     def auto_expire_sessions(self) -> list[str]:
@@ -865,7 +874,7 @@ class Memory:
 
         self.start_background_work()
 
-        service = self.extensions.get("notes")
+        service = self.parts.notes
         if not isinstance(service, NotesService):
             raise InvalidInputError(f"store {self.store.url} keeps no long-term notes")
         return service
@@ -965,11 +974,15 @@ class Memory:
     def get_recent_messages(
         self, session_id: str, max_tokens: int | None = None, *, model: str | None = None
     ) -> list[Message]:
-        """Newest messages that fit ``max_tokens`` (token-exact), oldest first."""
+        """Newest messages that fit ``max_tokens`` (token-exact), oldest first.
+
+        The seeds' name (docs/api.md) for ``window(session_id, max_tokens).messages``."""
         return self.window(session_id, max_tokens, model=model).messages
 
     def get_conversation_context(self, session_id: str, limit: int = 5) -> list[dict[str, Any]]:
-        """The last ``limit`` turns as dicts (seed 004's shape: query, response, fields)."""
+        """The last ``limit`` turns as dicts (seed 004's shape: query, response, fields).
+
+        The seeds' name (docs/api.md) for ``list_turns(session_id, limit)`` as plain dicts."""
         if not self.enabled:
             return []
         self.get_session(session_id)
@@ -1016,7 +1029,7 @@ class Memory:
             roles=tuple(roles) if roles else None, authors=tuple(authors) if authors else None,
             since=since, until=until, unowned=unowned,
         )
-        engine = self.extensions.get("search")
+        engine = self.parts.search
         if engine is not None:
             hits: list[SearchHit] = engine(query, flt, top_k)
         else:
@@ -1032,7 +1045,8 @@ class Memory:
         self, query: str, session_id: str | None = None, limit: int = 10, *,
         user_id: str | None = None, min_score: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Seed 004's search: conversation entries (one per turn, best first).
+        """Seed 004's search: conversation entries (one per turn, best first); the seeds'
+        name (docs/api.md) for ``search(...)`` grouped by turn, as plain dicts.
 
         Each entry is the turn's dict (``query``, ``response``, ``model_used``,
         ``confidence_score``, ``processing_time``, ``resolved_query``, ``context_used``,
@@ -1080,13 +1094,11 @@ class Memory:
         self.start_background_work()
         self._retry_pending()
         self._drain_dispatcher(timeout)
-        flusher = self.extensions.get("flush")
-        if flusher is not None:
-            flusher(timeout)
+        self.parts.flush(timeout)
 
     def stats(self) -> dict[str, Any]:
         out = self.store.stats()
         out["pending_writes"] = self.pending_writes
-        for hook in self.extensions.get("stats_hooks", []):
+        for hook in self.parts.stats_hooks:
             out.update(hook())
         return out

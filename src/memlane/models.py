@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
@@ -381,3 +381,31 @@ def message_from_input(
         pinned=bool(raw.get("pinned", False)),
         item=given_item,
     )
+
+
+# ---------------------------------------------------------------------------- context sections
+# The vocabulary of a context packet's sections, here so settings can check a priority
+# order when they are read (config is core; the allocator lives in context/budget.py).
+
+#: Every section a packet can spend tokens on.
+SECTIONS: tuple[str, ...] = (
+    "system", "latest", "pinned", "state", "summary", "notes", "recalled", "recent",
+)
+#: Highest priority first. "latest" is the newest turn: kept whenever it fits at all.
+DEFAULT_PRIORITIES: tuple[str, ...] = SECTIONS
+
+
+def check_priorities(priorities: Iterable[str] | None) -> tuple[str, ...]:
+    """Validated priority order; sections left out are not rendered at all."""
+    if priorities is None:
+        return DEFAULT_PRIORITIES
+    if isinstance(priorities, str):
+        priorities = [p.strip() for p in priorities.split(",") if p.strip()]
+    out = tuple(priorities)
+    unknown = [p for p in out if p not in SECTIONS]
+    if unknown or len(set(out)) != len(out):
+        raise InvalidInputError(
+            f"priorities must name each section at most once, from {', '.join(SECTIONS)}; "
+            f"got {list(out)}"
+        )
+    return out

@@ -130,7 +130,7 @@ def notes_forget(
     if not yes:
         typer.confirm(f"Delete note {note_id} and its history?", abort=True)
     with state(ctx, store).open() as mem:
-        n = mem.extensions["notes"].forget_note(note_id) if "notes" in mem.extensions else 0
+        n = mem.parts.notes.forget_note(note_id) if mem.parts.notes is not None else 0
     console.print(f"deleted {n} note version(s)")
 
 
@@ -142,7 +142,7 @@ def notes_promote(
 ) -> None:
     """Run the promotion gate now over messages it has not read yet."""
     with state(ctx, store).open() as mem:
-        service = mem.extensions.get("notes")
+        service = mem.parts.notes
         if service is None:
             raise InvalidInputError(f"store {mem.store.url} keeps no notes")
         if session_id is None:
@@ -165,7 +165,7 @@ def audit_cmd(
 ) -> None:
     """The audit log of memory commands: who asked what, when, and the result."""
     with state(ctx, store).open() as mem:
-        service = mem.extensions.get("notes")
+        service = mem.parts.notes
         if service is None:
             raise InvalidInputError(f"store {mem.store.url} keeps no audit log")
         entries = service.store.list_audit(session_id=session_id, limit=limit)
@@ -242,7 +242,7 @@ def archive_cmd(
                 done = mem.archive_session(sid, "archived from the CLI")
                 console.print(f"{sid}: {'archived' if done else 'already archived'}", markup=False)
             return
-        service = mem.extensions.get("notes")
+        service = mem.parts.notes
         rows = service.store.archived_sessions() if service is not None else []
     if as_json:
         print(json.dumps([{"session_id": s, "archived_at": t.isoformat(), "reason": r} for s, t, r in rows], indent=2))

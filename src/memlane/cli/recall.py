@@ -107,7 +107,7 @@ def bench_search_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Search p50 over one user's messages, ingest msgs/s, and ChromaDB on the same vectors."""
-    from memlane.search.bench import chroma_available, run_search_bench
+    from memlane.bench_search import chroma_available, run_search_bench
 
     if not chroma_available():
         err_console.print(

@@ -18,13 +18,13 @@ the tokens used, so an inspector can draw the budget as a bar.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from memlane.context.summarizer import split_sentences
 from memlane.context.window import message_tokens
 from memlane.errors import InvalidInputError
-from memlane.models import JSON, Message
+from memlane.models import DEFAULT_PRIORITIES, JSON, SECTIONS, Message, check_priorities
 from memlane.tokens import REPLY_PRIMING, TokenCounter
 
 __all__ = [
@@ -44,12 +44,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Every section a packet can spend tokens on.
-SECTIONS: tuple[str, ...] = (
-    "system", "latest", "pinned", "state", "summary", "notes", "recalled", "recent",
-)
-#: Highest priority first. "latest" is the newest turn: kept whenever it fits at all.
-DEFAULT_PRIORITIES: tuple[str, ...] = SECTIONS
 #: Where the text sections appear inside the system message (fixed, whatever the priority).
 CONTEXT_LAYOUT: tuple[str, ...] = ("state", "summary", "notes", "recalled")
 #: At most this share of the budget per section, so that e.g. a long recall
@@ -60,22 +54,6 @@ DEFAULT_CAPS: dict[str, float] = {
 }
 
 Group = list[Message]
-
-
-def check_priorities(priorities: Iterable[str] | None) -> tuple[str, ...]:
-    """Validated priority order; sections left out are not rendered at all."""
-    if priorities is None:
-        return DEFAULT_PRIORITIES
-    if isinstance(priorities, str):
-        priorities = [p.strip() for p in priorities.split(",") if p.strip()]
-    out = tuple(priorities)
-    unknown = [p for p in out if p not in SECTIONS]
-    if unknown or len(set(out)) != len(out):
-        raise InvalidInputError(
-            f"priorities must name each section at most once, from {', '.join(SECTIONS)}; "
-            f"got {list(out)}"
-        )
-    return out
 
 
 @dataclass(slots=True)

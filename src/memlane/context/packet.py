@@ -41,7 +41,6 @@ from memlane.context.strategies import (
     resolve_strategy,
 )
 from memlane.context.summaries import (
-    SummaryManager,
     SummaryRecord,
     brief_turn,
     split_groups,
@@ -511,7 +510,7 @@ def _recall(
 def _still_true(mem: Memory, recalled: list[RecalledMessage]) -> list[RecalledMessage]:
     """Without the messages whose facts a newer note superseded: recall says what is true
     now (the note that replaced them is in the notes section)."""
-    notes = mem.extensions.get("notes")
+    notes = mem.parts.notes
     check = getattr(notes, "superseded_messages", None)
     if not callable(check) or not recalled:
         return recalled
@@ -524,11 +523,11 @@ def _still_true(mem: Memory, recalled: list[RecalledMessage]) -> list[RecalledMe
 
 
 def _notes(mem: Memory, session: Session, query: str | None, max_tokens: int) -> list[str]:
-    provider = mem.extensions.get("notes")
+    provider = mem.parts.notes
     if provider is None:
         return []
     if not callable(provider):
-        log.debug("extensions['notes'] is not callable; skipping notes")
+        log.debug("mem.parts.notes is not callable; skipping notes")
         return []
     try:
         found = provider(session.id, query, max(32, int(max_tokens * NOTES_SHARE)))
@@ -547,7 +546,7 @@ def _labelled(
     speaker must be in the text (seed 003). Uses the rooms component's
     ``label_messages``; a one-person chat is left as it is.
     """
-    label = mem.extensions.get("label_messages")
+    label = mem.parts.label_messages
     if not callable(label) or not groups:
         return groups
     authors = {
@@ -589,9 +588,9 @@ def build_packet(
     name, strategy_fn = resolve_strategy(strategy, mem.settings.strategy)
     token_model = model or mem.settings.token_model
     counter = get_counter(token_model)
-    manager = mem.extensions.get("summaries")
+    manager = mem.parts.summaries
     record: SummaryRecord | None = None
-    if isinstance(manager, SummaryManager):
+    if manager is not None:
         record = manager.current(session.id, catch_up=name != "simple")
     ctx = StrategyContext(
         mem=mem, session=session, max_tokens=budget, counter=counter,

@@ -195,22 +195,7 @@ def gap_turns(
 
 
 def _important_ids(store: Store, session_id: str, before_id: int | None) -> list[int]:
-    from memlane.store.sqlite import SQLiteStore
-
-    limit = before_id if before_id is not None else 2**62
-    if isinstance(store, SQLiteStore):
-        # The flags are plain columns: no need to decode every message.
-        rows = store.read(
-            "SELECT id FROM messages WHERE session_id = ? AND id < ? AND hidden = 0 AND "
-            "(pinned = 1 OR importance >= ? OR role = 'system') ORDER BY id",
-            (session_id, limit, IMPORTANT),
-        )
-        return [int(r[0]) for r in rows]
-    return [
-        m.id
-        for m in store.iter_messages(session_id, include_hidden=False)
-        if m.id is not None and m.id < limit and (m.pinned or m.importance >= IMPORTANT or m.role == "system")
-    ]
+    return store.important_message_ids(session_id, before_id=before_id, min_importance=IMPORTANT)
 
 
 def _tool_results(store: Store, session_id: str, call: Message) -> list[Message]:
@@ -407,7 +392,7 @@ def archived_blocks(mem: Memory, session_id: str, *, with_text: bool = True) -> 
     """
     from memlane.context.summaries import SummaryManager
 
-    manager = mem.extensions.get("summaries")
+    manager = mem.parts.summaries
     if not isinstance(manager, SummaryManager):
         manager = SummaryManager(mem)
     mem.get_session(session_id)

@@ -29,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memlane.context.keyphrases import extract_keyphrases
 from memlane.context.summarizer import (
@@ -54,7 +54,6 @@ __all__ = [
     "SummaryBlock",
     "SummaryManager",
     "SummaryRecord",
-    "attach",
     "brief_turn",
     "split_groups",
     "split_turns",
@@ -559,34 +558,3 @@ def block_time(block: SummaryBlock) -> datetime | None:
         return datetime.fromisoformat(block.started_at) if block.started_at else None
     except ValueError:
         return None
-
-
-def _chain_flush(mem: Memory, mine: Callable[[float | None], Any]) -> None:
-    """Register ``mine`` as a flush step, keeping any flush registered before."""
-    previous = mem.extensions.get("flush")
-
-    def flush(timeout: float | None = None) -> None:
-        if previous is not None:
-            previous(timeout)
-        mine(timeout)
-
-    mem.extensions["flush"] = flush
-
-
-def attach(mem: Memory) -> None:
-    """Component entry point: summaries, and checkpoints written after each update."""
-    from memlane.state.checkpoint import CheckpointManager
-
-    manager = SummaryManager(mem)
-    checkpoints = CheckpointManager(mem, manager)
-    manager.after_update.append(checkpoints.after_turn)
-    mem.extensions["summaries"] = manager
-    mem.extensions["checkpoints"] = checkpoints
-    if mem.settings.checkpoint_per_turn == "sync":
-        mem.extensions.setdefault("turn_hooks", []).append(checkpoints.turn_stored)
-    mem.add_observer(checkpoints.observe_status)
-    mem.add_observer(manager.observe, on_close=manager.close, derived=True)
-    hooks = mem.extensions.setdefault("forget_hooks", [])
-    hooks.append(manager.forget)
-    hooks.append(checkpoints.forget)
-    _chain_flush(mem, manager.flush)

@@ -55,7 +55,7 @@ def _run(pairs: list[dict[str, str]], embedder: str, crosslingual: bool, workdir
             assert mid is not None
             ids[pair["id"]] = mid
         mem.flush(timeout=None)
-        engine = mem.extensions.get("recall")
+        engine = mem.parts.recall
         if engine is None:
             raise InvalidInputError("the recall engine is not attached to this Memory")
         cfg = engine.config.with_(crosslingual=crosslingual)

@@ -177,7 +177,7 @@ def evaluate(
                 mem.flush(timeout=None)
                 ingest_seconds += time.perf_counter() - t0
                 ingested += count
-                engine = mem.extensions.get("recall")
+                engine = mem.parts.recall
                 qs = questions(conv)
                 if max_questions is not None:
                     qs = qs[: max(0, max_questions - asked)]

@@ -25,7 +25,8 @@ from memlane.notes.models import WriteOutcome
 from memlane.notes.store import NoteStore
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.config import Settings
+    from memlane.store import Store
 
 __all__ = ["Promoter"]
 
@@ -35,11 +36,13 @@ _BATCH = 500
 
 
 class Promoter:
-    """Promotes each session's new messages to notes; one per Memory."""
+    """Promotes each session's new messages to notes; one per Memory. Takes the ports it
+    uses (the store, a settings getter, the notes repository), not the Memory."""
 
     def __init__(
         self,
-        mem: Memory,
+        store: Store,
+        settings: Callable[[], Settings],
         notes: NoteStore,
         gate: PromotionGate,
         extractor: Extractor,
@@ -47,7 +50,8 @@ class Promoter:
         anchor: Callable[[], str],
         is_command: Callable[[str], bool],
     ) -> None:
-        self.mem = mem
+        self.store = store
+        self.settings = settings  # read at each use: settings may be replaced at run time
         self.notes = notes
         self.gate = gate
         self.extractor = extractor
@@ -70,7 +74,7 @@ class Promoter:
             return
         with self._cond:
             count = self._counts.get(session.id, 0) + turns
-            if count < self.mem.settings.promote_every:
+            if count < self.settings().promote_every:
                 self._counts[session.id] = count
                 return
             self._counts[session.id] = 0
@@ -118,7 +122,7 @@ class Promoter:
         try:
             # Other processes promote this session too: the watermark read, the gate's
             # read-then-supersede and the watermark write must not interleave with theirs.
-            with self.mem.store.session_lock(session_id, "notes", timeout=timeout):
+            with self.store.session_lock(session_id, "notes", timeout=timeout):
                 return self._catch_up(session_id, outcomes)
         except LockTimeoutError:
             log.debug("notes of %s are being promoted by another process; not waiting", session_id)
@@ -127,20 +131,20 @@ class Promoter:
             self._run_lock.release()
 
     def _catch_up(self, session_id: str, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
-        session = self.mem.store.get_session(session_id)
+        session = self.store.get_session(session_id)
         if session is None:
             return outcomes
         ctx = ExtractionContext(
             session_id=session.id,
             anchor_id=self.anchor(),
-            anchor_name=self.mem.settings.anchor_name,
+            anchor_name=self.settings().anchor_name,
             session_user_id=session.user_id,
             is_command=self.is_command,
         )
         after = self.notes.progress(session.id)
         while True:
             batch: list[Message] = []
-            for msg in self.mem.store.iter_messages(session.id, after_id=after, include_hidden=False):
+            for msg in self.store.iter_messages(session.id, after_id=after, include_hidden=False):
                 batch.append(msg)
                 if len(batch) >= _BATCH:
                     break

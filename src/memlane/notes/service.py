@@ -1,6 +1,6 @@
 """The notes lane as one object: listing, adding, history, and notes for a context packet.
 
-``mem.extensions["notes"]`` is a :class:`NotesService`. Called as a function it is the
+``mem.parts.notes`` is a :class:`NotesService`. Called as a function it is the
 context engine's provider: ``notes(session_id, query, max_tokens) -> list[Note]`` — the
 notes that are true now, visible in that conversation (its own notes and the Anchor's
 notes from anywhere), relevant to the query first, within ``max_tokens``.
@@ -127,7 +127,7 @@ class NotesService:
 
     def _semantic(self, query: str, notes: Sequence[Note]) -> dict[int, float]:
         """Cosine similarity of the query to each note, when recall has an embedder."""
-        engine = self.mem.extensions.get("recall")
+        engine = self.mem.parts.recall
         embedder = getattr(engine, "embedder", None)
         if embedder is None or not notes:
             return {}

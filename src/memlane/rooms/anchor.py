@@ -13,8 +13,8 @@ ways to show speakers to a model::
     Assistant: Quantum computing uses qubits ...
     Maria: How does that differ from classical computing?
 
-``mem.extensions["render_transcript"]`` is :func:`render_transcript` bound to the
-Memory's current Anchor and its ``settings.anchor_name`` (``fn(messages) -> str``), and ``mem.extensions["label_messages"]``
+``mem.parts.render_transcript`` is :func:`render_transcript` bound to the
+Memory's current Anchor and its ``settings.anchor_name`` (``fn(messages) -> str``), and ``mem.parts.label_messages``
 likewise for :func:`label_messages` (``fn(messages) -> list[Message]``).
 """
 

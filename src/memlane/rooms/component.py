@@ -2,11 +2,11 @@
 
 Registers on the Memory:
 
-* ``mem.extensions["notes"]`` — the :class:`~memlane.notes.service.NotesService`; calling it
+* ``mem.parts.notes`` — the :class:`~memlane.notes.service.NotesService`; calling it
   is the context engine's notes provider ``(session_id, query, max_tokens) -> list[Note]``;
-* ``mem.extensions["render_transcript"]`` / ``["label_messages"]`` — speaker rendering bound
+* ``mem.parts.render_transcript`` / ``label_messages`` — speaker rendering bound
   to the current Anchor (see :mod:`memlane.rooms.anchor`);
-* ``mem.extensions["stats_hooks"]`` — notes, archive and summary savings for ``mem.stats()``;
+* ``mem.parts.stats_hooks`` — notes, archive and summary savings for ``mem.stats()``;
 * a forget hook (notes learned from forgotten messages go too), an observer that counts
   turns for the promotion gate and brings an archived room back when it speaks again,
   and a chained ``flush`` that also waits for the gate.
@@ -24,12 +24,12 @@ from memlane.notes.extract import Extractor, LLMExtractor, RuleExtractor
 from memlane.notes.gate import PromotionGate
 from memlane.notes.promoter import Promoter
 from memlane.notes.service import NotesService
-from memlane.notes.store import note_store_for
 from memlane.rooms.anchor import anchor_id, label_messages, render_transcript
 from memlane.rooms.commands import is_command
 
 if TYPE_CHECKING:
     from memlane.memory import Memory
+    from memlane.store import Store
 
 __all__ = ["attach", "summary_tokens_saved"]
 
@@ -45,22 +45,9 @@ def _extractor(mem: Memory) -> Extractor:
     return RuleExtractor()
 
 
-def summary_tokens_saved(mem: Memory) -> int:
-    """Tokens the rolling summaries save over the turns they cover (SQLite, PostgreSQL)."""
-    read = getattr(mem.store, "read", None)
-    if read is None:
-        return 0
-    if type(mem.store).__name__ == "PostgresStore":
-        query = ("SELECT COALESCE(SUM((value->>'tokens_saved')::bigint), 0) FROM derived "
-                 "WHERE kind = 'summary'")
-    else:
-        query = ("SELECT COALESCE(SUM(CAST(json_extract(value, '$.tokens_saved') AS INTEGER)), 0) "
-                 "FROM derived WHERE kind = 'summary' AND json_valid(value)")
-    try:
-        rows = read(query)
-        return int(rows[0][0] or 0)
-    except Exception:  # a store without the derived table or JSON1: nothing to report
-        return 0
+def summary_tokens_saved(store: Store) -> int:
+    """Tokens the rolling summaries save over the turns they cover."""
+    return store.derived_total("summary", "tokens_saved")
 
 
 def attach(mem: Memory) -> None:
@@ -74,10 +61,10 @@ def attach(mem: Memory) -> None:
     def label(messages: Sequence[Message]) -> list[Message]:
         return label_messages(messages, current_anchor(), anchor_name=mem.settings.anchor_name)
 
-    mem.extensions["render_transcript"] = render
-    mem.extensions["label_messages"] = label
+    mem.parts.render_transcript = render
+    mem.parts.label_messages = label
 
-    notes = note_store_for(mem.store)
+    notes = mem.store.note_repository()
     if notes is None:
         log.info("store %s keeps no notes yet; notes and memory commands are off", mem.store.url)
         return
@@ -89,10 +76,11 @@ def attach(mem: Memory) -> None:
         return store.session_lock(f"\x1fperson\x1f{tenant_id}\x1f{user_id or ''}", "notes")
 
     gate = PromotionGate(notes, min_importance=mem.settings.notes_min_importance, person_lock=person_lock)
-    promoter = Promoter(mem, notes, gate, _extractor(mem), anchor=current_anchor, is_command=is_command)
+    promoter = Promoter(store, lambda: mem.settings, notes, gate, _extractor(mem), anchor=current_anchor,
+                        is_command=is_command)
     service = NotesService(mem, notes, gate, promoter)
-    mem.extensions["notes"] = service
-    mem.extensions.setdefault("forget_hooks", []).append(service.on_forget)
+    mem.parts.notes = service
+    mem.parts.forget_hooks.append(service.on_forget)
 
     def unarchive(session: Session, stored: list[Message]) -> None:
         if session.status == "archived" and any(m.id is not None for m in stored):
@@ -105,21 +93,14 @@ def attach(mem: Memory) -> None:
     mem.add_observer(unarchive)
     mem.add_observer(promote, on_close=promoter.close, derived=True)
 
-    previous = mem.extensions.get("flush")
-
-    def flush(timeout: float | None) -> None:
-        if callable(previous):
-            previous(timeout)
-        promoter.flush(timeout)
-
-    mem.extensions["flush"] = flush
+    mem.parts.flush_hooks.append(promoter.flush)
 
     def stats() -> dict[str, Any]:
         out = service.stats()
-        out["tokens_saved_by_summaries"] = summary_tokens_saved(mem)
+        out["tokens_saved_by_summaries"] = summary_tokens_saved(mem.store)
         return out
 
-    mem.extensions.setdefault("stats_hooks", []).append(stats)
+    mem.parts.stats_hooks.append(stats)
 
     minutes = mem.settings.maintain_every_minutes
     if minutes:

@@ -11,17 +11,17 @@ On SQLite, deleting rows is not enough for "gone": FTS5 keeps a deleted row's to
 its segment b-trees (``*_fts_data``) until segments merge, and freed pages keep their old
 bytes. :func:`scrub_deleted_text` therefore deletes with ``PRAGMA secure_delete`` on,
 merges the full-text indexes (``'optimize'``) and checkpoints the WAL, so the forgotten
-words are no longer anywhere in the database files.
+words are no longer anywhere in the database files (``store/sqlite_scrub.py``; each store
+does what its engine needs through ``secure_delete()`` and ``scrub_deleted_text()``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memlane.errors import ConflictError, SessionNotFoundError
 from memlane.models import Session
@@ -44,71 +44,14 @@ class ForgetReport:
         return {"session_id": self.session_id, "messages": self.messages, "notes": self.notes}
 
 
-#: Full-text indexes whose segments may still hold the tokens of deleted rows.
-_FTS_TABLES = ("messages_fts", "notes_fts")
-
-
-def _sqlite_connection(mem: Memory) -> sqlite3.Connection | None:
-    conn = getattr(mem.store, "connection", None)
-    return conn if isinstance(conn, sqlite3.Connection) else None
-
-
-@contextlib.contextmanager
-def secure_delete(mem: Memory) -> Iterator[None]:
-    """Deletes inside overwrite the freed bytes with zeros (SQLite; elsewhere a no-op).
-
-    The pragma is per connection, and the store writes through one connection, so it is
-    switched on only around the forget: ordinary writes do not pay for the extra I/O. The
-    store lock is held only to flip it, not across the forget, whose hooks may wait for
-    background workers that write too (a write of theirs in between is merely zeroed too).
-    """
-    conn = _sqlite_connection(mem)
-    lock: Any = getattr(mem.store, "lock", None)
-    if conn is None or lock is None:
-        yield
-        return
-    with lock:
-        previous = int(conn.execute("PRAGMA secure_delete").fetchone()[0])
-        conn.execute("PRAGMA secure_delete = ON")
-    try:
-        yield
-    finally:
-        with lock:
-            conn.execute(f"PRAGMA secure_delete = {previous}")
+def secure_delete(mem: Memory) -> AbstractContextManager[None]:
+    """Deletes inside the block leave no old bytes behind (``store.secure_delete()``)."""
+    return mem.store.secure_delete()
 
 
 def scrub_deleted_text(mem: Memory) -> None:
-    """Drop the tokens of deleted rows from the FTS5 indexes and flush the WAL (SQLite).
-
-    Best effort by design: a store without these tables, or a WAL checkpoint held back by
-    a reader, must not turn a completed forget into an error; the next forget or merge
-    finishes the job.
-    """
-    conn = _sqlite_connection(mem)
-    write = getattr(mem.store, "write", None)
-    if conn is None or not callable(write):
-        return
-
-    def optimize(c: sqlite3.Connection) -> None:
-        names = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        for table in _FTS_TABLES:
-            if table in names:
-                # 'optimize' rewrites every segment into one, leaving deleted rows out.
-                c.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-
-    with secure_delete(mem):
-        try:
-            write(optimize)
-        except Exception as exc:
-            log.warning("could not merge the full-text indexes after a forget: %s", exc)
-            return
-    lock: Any = getattr(mem.store, "lock", None)
-    with lock if lock is not None else contextlib.nullcontext():
-        try:
-            # The WAL still holds the old page images until it is checkpointed and truncated.
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        except sqlite3.Error as exc:
-            log.warning("could not checkpoint the WAL after a forget: %s", exc)
+    """Remove what deleted rows left in indexes and logs (``store.scrub_deleted_text()``)."""
+    mem.store.scrub_deleted_text()
 
 
 def forget_conversation(mem: Memory, session_id: str, *, keep_shell: bool = True) -> ForgetReport:
@@ -125,7 +68,7 @@ def forget_conversation(mem: Memory, session_id: str, *, keep_shell: bool = True
     # of it writes derived data of the old messages after they are gone.
     with contextlib.suppress(Exception):
         mem.flush(30.0)
-    service = mem.extensions.get("notes")
+    service = mem.parts.notes
     promoter = getattr(service, "promoter", None)
     lock = getattr(promoter, "_run_lock", None)
     notes = 0

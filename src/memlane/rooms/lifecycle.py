@@ -61,7 +61,7 @@ class MaintainReport:
 def _service(mem: Memory) -> NotesService:
     from memlane.notes.service import NotesService
 
-    service = mem.extensions.get("notes")
+    service = mem.parts.notes
     if not isinstance(service, NotesService):
         raise InvalidInputError(
             "this store keeps no notes or archive tier (the notes component is not attached)"
@@ -81,7 +81,7 @@ def unarchive_session(mem: Memory, session_id: str) -> bool:
 
 @contextlib.contextmanager
 def _keep_notes(mem: Memory) -> Iterator[None]:
-    service = mem.extensions.get("notes")
+    service = mem.parts.notes
     keep = getattr(service, "keep_notes", None)
     if keep is None:
         yield
@@ -106,7 +106,7 @@ def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False)
     settings = mem.settings
     now = now or utcnow()
     report = MaintainReport(dry_run=dry_run)
-    service = mem.extensions.get("notes")
+    service = mem.parts.notes
     if service is not None and not dry_run:
         report.promoted_sessions = service.promoter.catch_up_all()
 

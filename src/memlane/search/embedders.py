@@ -31,9 +31,10 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from memlane.errors import EmbedderError, InvalidInputError, MissingExtraError
+from memlane.ports import Embedder
 
 # numpy, httpx and tenacity are imported where vectors are made, not here: Memory imports
 # this module when it opens, and a process that never embeds should not pay for them.
@@ -62,41 +63,6 @@ __all__ = [
     "Vectors",
     "get_embedder",
 ]
-
-
-class Embedder(Protocol):
-    """What memlane needs from an embedding model.
-
-    Implementations may subclass this protocol to inherit :meth:`embed_query`.
-
-    Deliberately not ``@runtime_checkable``: on Python 3.11 ``isinstance()`` against a
-    protocol evaluates every property, which for :class:`HttpEmbedder` means a network probe
-    (that can raise). To tell a spec from an embedder, test ``isinstance(x, str)``.
-    """
-
-    @property
-    def model_id(self) -> str:
-        """Identifies the model (and variant) that made the vectors."""
-        ...
-
-    @property
-    def dimension(self) -> int:
-        """Length of every vector."""
-        ...
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Float32 array of shape ``(len(texts), dimension)``, rows L2-normalised, in order."""
-        ...
-
-    def embed_query(self, text: str) -> Vectors:
-        """One text's vector, 1-D of length ``dimension``."""
-        if not isinstance(text, str):
-            raise InvalidInputError(
-                f"embed_query() takes one string, got {type(text).__name__}; use embed() for a list of texts"
-            )
-        import numpy as np
-
-        return np.asarray(self.embed([text])[0], dtype=np.float32)
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

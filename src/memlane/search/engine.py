@@ -238,12 +238,7 @@ class RecallEngine:
 
     def _known_authors(self) -> set[str]:
         if self._authors is None:
-            read = getattr(self.store, "read", None)
-            names: set[str] = set()
-            if callable(read):
-                for row in read("SELECT DISTINCT author_name FROM messages WHERE author_name IS NOT NULL"):
-                    names.add(str(row[0]).lower())
-            self._authors = names
+            self._authors = {name.lower() for name in self.store.author_names()}
         return self._authors
 
     def named_speakers(self, query: str) -> set[str]:

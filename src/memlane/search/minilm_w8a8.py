@@ -15,9 +15,9 @@ graph once at load time so each of those products runs in integer arithmetic:
   it, which leaves the product unchanged and evens out the channels before rounding. The
   ``max|x_j|`` come from a calibration run over ``data/minilm-calibration.txt``; they are
   shipped in ``data/minilm-w8a8-smoothing.npz`` for the packaged model (regenerate with
-  ``python -m memlane.search.minilm_w8a8``) and computed at load time for any other file.
+  ``python -m memlane.cli.minilm_w8a8``) and computed at load time for any other file.
 
-``python -m memlane.search.minilm_w8a8 --compare`` measures both variants on LoCoMo's turns:
+``python -m memlane.cli.minilm_w8a8 --compare`` measures both variants on LoCoMo's turns:
 the cosine of each text's two vectors and the texts/s of each.
 
 Integer products are exact, so the vectors are the same on every CPU: where the fast
@@ -342,83 +342,3 @@ def w8a8_model(model_path: Path, tokenizer: Any) -> bytes:
     if maxima is None:
         maxima = calibrate(model, tokenizer, calibration_texts())
     return rewrite(model, maxima, unsigned_weights=not u8s8_is_exact())
-
-
-def compare_variants(texts: Sequence[str], rounds: int = 2) -> dict[str, float]:
-    """Cosine of int8- to float32-activation vectors over ``texts``, and each one's texts/s."""
-    import time
-
-    from memlane.search.embedders import MiniLMEmbedder
-
-    variants = {"int8": MiniLMEmbedder(), "float32": MiniLMEmbedder(activations="float32")}
-    vectors: dict[str, FloatArray] = {}
-    rates: dict[str, float] = {}
-    for embedder in variants.values():
-        embedder.embed(["warm up"])  # model load is not throughput
-    for _ in range(rounds):  # interleaved, best of rounds: the machine's load hits both alike
-        for name, embedder in variants.items():
-            start = time.perf_counter()
-            vectors[name] = embedder.embed(list(texts))
-            rates[name] = max(rates.get(name, 0.0), len(texts) / (time.perf_counter() - start))
-    cosines = (vectors["int8"] * vectors["float32"]).sum(axis=1)
-    return {
-        "texts": float(len(texts)),
-        "cosine_mean": round(float(cosines.mean()), 5),
-        "cosine_p01": round(float(np.percentile(cosines, 1)), 5),
-        "cosine_min": round(float(cosines.min()), 5),
-        "int8_texts_per_s": round(rates["int8"], 1),
-        "float32_texts_per_s": round(rates["float32"], 1),
-        "speedup": round(rates["int8"] / rates["float32"], 2),
-    }
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Regenerate the shipped smoothing maxima for the packaged model (``--check`` compares
-    them, ``--compare`` measures the int8 variant against the float32 one)."""
-    import argparse
-    import json
-
-    from memlane.search.embedders import (
-        MINILM_MAX_TOKENS,
-        _default_model_path,
-        _default_tokenizer_path,
-        minilm_tokenizer,
-    )
-
-    parser = argparse.ArgumentParser(prog="python -m memlane.search.minilm_w8a8", description=main.__doc__)
-    parser.add_argument("--check", action="store_true", help="compare with the shipped file instead of writing it")
-    parser.add_argument(
-        "--compare", nargs="*", metavar="LOCOMO_JSON",
-        help="print cosine and speed of int8 vs float32 activations on LoCoMo turns "
-        "(default: the LoCoMo files memlane finds) and exit",
-    )
-    args = parser.parse_args(argv)
-    if args.compare is not None:
-        from memlane.eval.locomo_data import load_locomo, locomo_files
-
-        files = args.compare or locomo_files()
-        if not files:
-            parser.error("no LoCoMo files given or found; pass their paths after --compare")
-        turns = [t.as_text() for f in files for conv in load_locomo(f) for _s, t in conv.iter_turns()]
-        print(json.dumps(compare_variants(turns), indent=2))
-        return 0
-    tokenizer = minilm_tokenizer(_default_tokenizer_path(), MINILM_MAX_TOKENS)
-    model_path = _default_model_path()
-    maxima = calibrate(_onnx().load(str(model_path)), tokenizer, calibration_texts())
-    sha = _file_sha256(model_path)
-    target = _data_path("minilm-w8a8-smoothing.npz")
-    if args.check:
-        shipped = _shipped_maxima(sha)
-        same = shipped is not None and shipped.keys() == maxima.keys() and all(
-            np.allclose(shipped[k], maxima[k], rtol=1e-4, atol=1e-5) for k in maxima
-        )
-        print("shipped smoothing maxima match" if same else f"{target} is stale; rerun without --check")
-        return 0 if same else 1
-    arrays: dict[str, Any] = {_SHA_KEY: np.array(sha), **maxima}
-    np.savez(target, **arrays)
-    print(f"wrote {target} ({len(maxima)} activations, model sha256 {sha[:12]})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

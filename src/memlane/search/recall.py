@@ -1,17 +1,16 @@
 """Wires recall into Memory: the vector index, the background indexer and hybrid search.
 
-``attach(mem)`` (listed in ``memlane.components``) reads ``mem.settings.embedder``:
+``attach(mem)`` (called by ``memlane.components``) reads ``mem.settings.embedder``:
 
 * ``"minilm"`` (default), ``"hashing"``, ``"st:..."``, ``"openai:..."``, ``"ollama:..."``:
   vectors are kept for user/assistant/system messages and search is hybrid;
 * ``"none"`` / ``"off"`` / ``""``: no vectors; search is keyword-only (BM25) with the same
   conversation signals.
 
-It registers ``mem.extensions``: ``"search"`` (Memory.search calls it), ``"flush"``
-(Memory.flush), ``"recall"`` (the :class:`RecallEngine`, for modes and tuning),
-``"indexer"`` and a forget hook. A store provides its vector index through a
-``vector_index()`` method (the PostgreSQL store, with pgvector); the SQLite store gets a
-:class:`SQLiteVectorIndex` on its own connection.
+It sets ``mem.parts.recall`` (the :class:`RecallEngine`: Memory.search calls it; modes and
+tuning), ``mem.parts.indexer`` and its flush and forget hooks. Each store provides its
+vector index through ``store.vector_index()`` (SQLite: a table in the same file;
+PostgreSQL: pgvector).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from memlane.search.embedders import MINILM_F32_MODEL_ID, Embedder, MiniLMEmbedd
 from memlane.search.engine import RecallEngine
 from memlane.search.indexer import Indexer
 from memlane.search.relevance import DEFAULT_FLOOR
-from memlane.search.vectors import ModelInfo, SQLiteVectorIndex, VectorIndex, check_model
+from memlane.search.vectors import ModelInfo, VectorIndex, check_model
 from memlane.store import Store
 
 if TYPE_CHECKING:
@@ -49,16 +48,9 @@ def embedder_from_settings(spec: str | None) -> Embedder | None:
 
 
 def vector_index_for(store: Store) -> VectorIndex | None:
-    """The store's vector index: its own ``vector_index()`` or, for SQLite, ours."""
-    provider = getattr(store, "vector_index", None)
-    if callable(provider):
-        index = provider()
-        return index if isinstance(index, VectorIndex) else None
-    from memlane.store.sqlite import SQLiteStore
-
-    if isinstance(store, SQLiteStore):
-        return SQLiteVectorIndex(store)
-    return None
+    """The store's vector index (``store.vector_index()``), or None without one."""
+    index = store.vector_index()
+    return index if isinstance(index, VectorIndex) else None
 
 
 def model_info(embedder: Embedder) -> ModelInfo:
@@ -102,19 +94,15 @@ def attach(mem: Memory) -> None:
         mem.add_observer(indexer.observe, derived=True, on_start=indexer.start)
         # At exit without close(): no more embedding; the next start's backlog scan resumes it.
         mem.add_closer(indexer.close, at_exit=indexer.stop)
-        mem.extensions.setdefault("forget_hooks", []).append(indexer.forget)
-        mem.extensions["indexer"] = indexer
+        mem.parts.forget_hooks.append(indexer.forget)
+        mem.parts.indexer = indexer
     engine = RecallEngine(mem.store, embedder=embedder, index=index)
     mem.add_closer(engine.close)
     mem.add_observer(lambda _session, msgs: engine.note_authors(msgs))
-    mem.extensions["recall"] = engine
-    mem.extensions["search"] = engine.search
-
-    def flush(timeout: float | None) -> None:
-        if indexer is not None:
-            indexer.flush(timeout)
-
-    mem.extensions["flush"] = flush
+    mem.parts.recall = engine
+    mem.parts.search = engine.search
+    if indexer is not None:
+        mem.parts.flush_hooks.append(indexer.flush)
 
 
 # ---------------------------------------------------------------------------- RAG context
@@ -156,7 +144,7 @@ def relevant_context(
     )
     excluded = set(exclude_ids)
     # What a newer note superseded is not true any more (the note says what is).
-    check = getattr(mem.extensions.get("notes"), "superseded_messages", None)
+    check = getattr(mem.parts.notes, "superseded_messages", None)
     if callable(check) and hits:
         excluded |= set(check([h.message.id for h in hits if h.message.id is not None]))
     used = 0

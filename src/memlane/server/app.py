@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 import memlane
 from memlane.memory import Memory
-from memlane.server import errors, routes
+from memlane.server import errors, routes, routes_lifecycle
 from memlane.server.auth import KeyStore
 from memlane.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from memlane.server.middleware import AuthMiddleware, BodyLimitMiddleware
@@ -101,6 +101,7 @@ def create_app(
     metrics = Metrics(mem)
     app.state.metrics = metrics
     errors.install(app)
+    app.include_router(routes_lifecycle.router)  # first: /sessions/active before /sessions/{id}
     app.include_router(routes.router)
 
     @app.get("/healthz", response_model=Health, tags=["meta"])

@@ -24,20 +24,8 @@ def _queue_depth_reader(mem: Memory) -> Callable[[], float]:
     """The embedder's queue depth if the recall component exposes one, else 0."""
 
     def read() -> float:
-        for name in ("embedder_queue_depth", "queue_depth"):
-            value = mem.extensions.get(name)
-            if callable(value):
-                value = value()
-            if isinstance(value, int | float):
-                return float(value)
-        embedder = mem.extensions.get("embedder_queue") or mem.extensions.get("indexer")
-        for attr in ("depth", "qsize", "pending"):
-            found = getattr(embedder, attr, None)
-            if callable(found):
-                found = found()
-            if isinstance(found, int | float):
-                return float(found)
-        return 0.0
+        indexer = mem.parts.indexer
+        return float(indexer.pending()) if indexer is not None else 0.0
 
     return read
 

@@ -59,6 +59,7 @@ def whoami(request: Request, v: View) -> dict[str, Any]:
         "tenant": v.caller.tenant,
         "key_id": v.caller.key_id,
         "features": features(v.mem),
+        "anchor_id": v.mem.anchor_id,
     }
 
 
@@ -298,7 +299,11 @@ def search(body: s.SearchIn, v: View) -> dict[str, Any]:
              responses={**_ERRORS, 501: {"description": "No context engine in this build"}})
 def context(session_id: SessionId, body: s.ContextIn, v: View) -> dict[str, Any]:
     """The context packet for the next LLM call: sections, per-section token spend, messages."""
-    packet = v.context(session_id, body.query, body.max_tokens, body.strategy)
+    return packet_body(v.context(session_id, body.query, body.max_tokens, body.strategy))
+
+
+def packet_body(packet: Any) -> dict[str, Any]:
+    """A context packet as the JSON body of a reply: sections, budget and messages."""
     out = _jsonable(packet)
     if not isinstance(out, dict):
         out = {"packet": out}

@@ -382,3 +382,37 @@ class WhoAmI(BaseModel):
     tenant: str | None
     key_id: str | None
     features: dict[str, bool]
+    anchor_id: str = Field(..., description="The Anchor: the one person whose memory commands change memory.")
+
+
+class QueryIn(_In):
+    query: Annotated[str, Field(min_length=1, max_length=MAX_SHORT), AfterValidator(_storable)]
+
+
+class ActiveIn(_In):
+    user_id: Ident | None = None
+    query: Annotated[str, Field(max_length=MAX_SHORT), AfterValidator(_storable)] | None = None
+
+
+class SessionIdOut(BaseModel):
+    session_id: str
+
+
+class Changed(BaseModel):
+    changed: bool
+
+
+class ArchiveIn(_In):
+    reason: Annotated[str, Field(max_length=MAX_SHORT), AfterValidator(_storable)] | None = None
+
+
+class MaintainIn(_In):
+    dry_run: bool = False
+
+
+class PruneIn(_In):
+    days: int = Field(30, ge=0, le=365_000)
+
+
+class SessionIds(BaseModel):
+    session_ids: list[str]

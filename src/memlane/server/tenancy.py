@@ -18,7 +18,13 @@ from datetime import datetime
 from typing import Any, cast
 
 from memlane import transfer
-from memlane.errors import ConflictError, InvalidInputError, NotFoundError, SessionNotFoundError
+from memlane.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PermissionDeniedError,
+    SessionNotFoundError,
+)
 from memlane.memory import Memory
 from memlane.models import Message, SearchHit, Session, Turn
 
@@ -269,6 +275,67 @@ class TenantView:
     def state(self, session_id: str) -> Any:
         self.session(session_id)
         return self._optional("state")(session_id)
+
+    # ------------------------------------------------------------ session lifecycle
+
+    def resolve_references(self, query: str, session_id: str) -> Any:
+        self.session(session_id)
+        return self.mem.resolve_references(query, session_id)
+
+    def detect_topic_change(self, query: str, session_id: str) -> bool:
+        self.session(session_id)
+        return self.mem.detect_topic_change(query, session_id)
+
+    def hydrate(self, session_id: str, query: str | None, max_tokens: int | None) -> Any:
+        self.session(session_id)
+        return self.mem.hydrate(session_id, query=query, max_tokens=max_tokens)
+
+    def shutdown(self, session_id: str) -> dict[str, Any]:
+        self.session(session_id)
+        return self.mem.shutdown(session_id)
+
+    def archive_session(self, session_id: str, reason: str | None) -> bool:
+        self.session(session_id)
+        return self.mem.archive_session(session_id, reason)
+
+    def unarchive_session(self, session_id: str) -> bool:
+        self.session(session_id)
+        return self.mem.unarchive_session(session_id)
+
+    def active_session_for(self, user_id: str | None, query: str | None) -> str:
+        """The user's active session in the caller's tenant (expiry, cap and topic changes
+        as configured), created there when there is none."""
+        if self.caller.tenant is None:
+            return self.mem.active_session_for(user_id, query)
+        found = self.list_sessions(limit=1, user_id=user_id, status="active")
+        if found:
+            return found[0].id
+        return self.create_session(user_id=user_id).id
+
+    # ------------------------------------------------------------ administration (whole database)
+
+    def _admin(self, what: str) -> None:
+        if self.caller.tenant is not None:
+            raise PermissionDeniedError(
+                f"{what} spans every tenant: run it on the server (memlane CLI) or on a server "
+                "without API keys"
+            )
+
+    def stats(self) -> dict[str, Any]:
+        self._admin("stats")
+        return self.mem.stats()
+
+    def maintain(self, *, dry_run: bool) -> Any:
+        self._admin("maintain")
+        return self.mem.maintain(dry_run=dry_run)
+
+    def prune_old_sessions(self, days: int) -> int:
+        self._admin("prune")
+        return self.mem.prune_old_sessions(days)
+
+    def auto_expire_sessions(self) -> list[str]:
+        self._admin("expiring idle sessions")
+        return self.mem.auto_expire_sessions()
 
     # ------------------------------------------------------------ export / import
 

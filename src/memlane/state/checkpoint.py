@@ -284,7 +284,7 @@ class CheckpointManager:
                 leftover.unlink()
         return removed
 
-    # -- hooks wired by memlane.context.summaries.attach
+    # -- hooks wired by attach() below
 
     def after_turn(self, session_id: str) -> None:
         """Autosave (§7): runs on the background thread after each summary update."""
@@ -325,11 +325,10 @@ class CheckpointManager:
 
 
 def _manager(mem: Memory) -> CheckpointManager:
-    found = mem.extensions.get("checkpoints")
-    if isinstance(found, CheckpointManager):
+    found = mem.parts.checkpoints
+    if found is not None:
         return found
-    summaries = mem.extensions.get("summaries")
-    return CheckpointManager(mem, summaries if isinstance(summaries, SummaryManager) else None)
+    return CheckpointManager(mem, mem.parts.summaries)
 
 
 def _tracker_save(mem: Memory, state: JSON, status: str | None = None) -> bool:
@@ -430,7 +429,7 @@ def shutdown(mem: Memory, session_id: str | None = None, *, close: bool = False)
     1. flush pending writes and background work; 2. fold the remaining turns
     into a final rolling summary delta; 3. refresh the session state;
     5. emit long-term memory candidates through the notes component's
-    promotion gate (or ``mem.extensions["promote"]``) when one is attached; 6. mark ``shutdown_clean``;
+    promotion gate (or ``mem.parts.promote``) when one is attached; 6. mark ``shutdown_clean``;
     4. write the checkpoint — after the mark, so that it records the final
     status; 7. close the store when ``close`` is set.
     Returns ``{session_id: checkpoint path or None}``.
@@ -439,9 +438,9 @@ def shutdown(mem: Memory, session_id: str | None = None, *, close: bool = False)
     mem.flush()
     targets = [session_id] if session_id is not None else sorted(manager.seen)
     written: dict[str, Any] = {}
-    promote = mem.extensions.get("promote")
-    if not callable(promote):  # the notes component's gate, when it is attached
-        promote = getattr(getattr(mem.extensions.get("notes"), "promoter", None), "catch_up", None)
+    promote = mem.parts.promote
+    if promote is None and mem.parts.notes is not None:  # the notes component's gate
+        promote = mem.parts.notes.promoter.catch_up
     for sid in targets:
         mem.get_session(sid)
         if manager.summaries is not None:
@@ -464,3 +463,20 @@ def shutdown(mem: Memory, session_id: str | None = None, *, close: bool = False)
         mem.close()
     return written
 
+
+def attach(mem: Memory) -> None:
+    """Component entry point: rolling summaries (context/summaries.py), and checkpoints
+    written after each summary update. Wired here, in the state layer, because checkpoints
+    are built from context packets: context never imports state."""
+    manager = SummaryManager(mem)
+    checkpoints = CheckpointManager(mem, manager)
+    manager.after_update.append(checkpoints.after_turn)
+    mem.parts.summaries = manager
+    mem.parts.checkpoints = checkpoints
+    if mem.settings.checkpoint_per_turn == "sync":
+        mem.parts.turn_hooks.append(checkpoints.turn_stored)
+    mem.add_observer(checkpoints.observe_status)
+    mem.add_observer(manager.observe, on_close=manager.close, derived=True)
+    mem.parts.forget_hooks.append(manager.forget)
+    mem.parts.forget_hooks.append(checkpoints.forget)
+    mem.parts.flush_hooks.append(manager.flush)

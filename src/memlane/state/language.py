@@ -288,3 +288,29 @@ def infer_intent(text: str) -> str:
     if tokens and tokens[0] in _COMMAND_START:
         return "command"
     return "statement"
+
+
+# --------------------------------------------------------------------- job references
+
+JOB_RE = re.compile(
+    r"\b(job|task|ticket|issue|auftrag|aufgabe)[-_ ]?#?(\d+)\b|(?<![\w&/])#(\d+)\b"
+    r"|\b(job[-_][A-Za-z0-9][\w-]*)",
+    re.IGNORECASE,
+)
+
+def extract_job_refs(text: str) -> list[str]:
+    """Job ids mentioned in ``text``, in order: ``job-123``, ``task-7`` (from "task 7"),
+    ``#42`` (also from "Auftrag #42", so both spellings meet), ``job_ab12``."""
+    out: list[str] = []
+    for m in JOB_RE.finditer(text):
+        if m.group(1) and "#" in m.group(0):
+            ref = f"#{m.group(2)}"
+        elif m.group(1):
+            ref = f"{m.group(1).lower()}-{m.group(2)}"
+        elif m.group(3):
+            ref = f"#{m.group(3)}"
+        else:
+            ref = m.group(4)
+        if ref not in out:
+            out.append(ref)
+    return out

@@ -27,7 +27,7 @@ Deterministic, offline, regular expressions only.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -37,10 +37,11 @@ from memlane.models import JSON, Message
 from memlane.patterns import lazy_compile
 from memlane.state import antecedents as ante
 from memlane.state import language as lang
-from memlane.state.tracker import extract_job_refs, get_state
+from memlane.state.language import extract_job_refs
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.ports import MessageLog
+    from memlane.state.tracker import SessionState
 
 __all__ = [
     "AMBIGUITY_RATIO",
@@ -1106,14 +1107,17 @@ def resolve(
     return Resolution(query, resolved, refs, round(confidence, 4), lng, clarification, options)
 
 
-def resolve_in_session(mem: Memory, query: str, session_id: str) -> Resolution:
-    """``Memory.resolve_references``: resolve ``query`` against the session's recent history."""
+def resolve_in_session(
+    log: MessageLog, state_of: Callable[[str], SessionState], query: str, session_id: str
+) -> Resolution:
+    """``Memory.resolve_references``: resolve ``query`` against the session's recent history
+    and its state (``state_of(session_id)``, asked only when the session exists)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query must be a non-empty string")
     if not isinstance(session_id, str) or not session_id:
         raise InvalidInputError("session_id must be a non-empty string")
-    if mem.store.get_session(session_id) is None:
+    if log.get_session(session_id) is None:
         return resolve(query, [])  # a session about to be auto-created has no history yet
-    history = list(reversed(mem.store.recent_messages(session_id, HISTORY)))
-    state = get_state(mem, session_id)
+    history = list(reversed(log.recent_messages(session_id, HISTORY)))
+    state = state_of(session_id)
     return resolve(query, history, job_refs=state.active_job_refs, language=state.language)

@@ -161,7 +161,7 @@ class SessionManager:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            indexer = self.mem.extensions.get("indexer")
+            indexer = self.mem.parts.indexer
             found = getattr(indexer, "embedder", None)
             if found is None:
                 from memlane.search.embedders import get_embedder
@@ -232,15 +232,15 @@ class SessionManager:
 
 def sessions_of(mem: Memory) -> SessionManager:
     """The Memory's session manager (made on first use when the component is not attached)."""
-    manager = mem.extensions.get("sessions")
-    if not isinstance(manager, SessionManager):
+    manager = mem.parts.sessions
+    if manager is None:
         manager = SessionManager(mem)
-        mem.extensions["sessions"] = manager
+        mem.parts.sessions = manager
     return manager
 
 
 def attach(mem: Memory) -> None:
     """Component hook: ``mem.sessions`` and the wake-up/cap observer."""
     manager = SessionManager(mem)
-    mem.extensions["sessions"] = manager
+    mem.parts.sessions = manager
     mem.add_observer(manager.on_append)

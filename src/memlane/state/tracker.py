@@ -34,6 +34,7 @@ from memlane.errors import CorruptRecordError, InvalidInputError, SessionNotFoun
 from memlane.language import STOPWORDS
 from memlane.models import JSON, SESSION_STATUSES, Message, Session, Turn, utcnow
 from memlane.state import language as lang
+from memlane.state.language import extract_job_refs
 
 if TYPE_CHECKING:
     from memlane.memory import Memory
@@ -230,11 +231,6 @@ class SessionState:
 
 # --------------------------------------------------------------------- cues
 
-_JOB_RE = re.compile(
-    r"\b(job|task|ticket|issue|auftrag|aufgabe)[-_ ]?#?(\d+)\b|(?<![\w&/])#(\d+)\b"
-    r"|\b(job[-_][A-Za-z0-9][\w-]*)",
-    re.IGNORECASE,
-)
 _JOB_DONE_RE = re.compile(
     r"\b(?:done|finished|completed|succeeded|cancel+ed|failed|stopped|closed|resolved|"
     r"erledigt|fertig|abgeschlossen|abgebrochen|beendet|fehlgeschlagen|gestoppt)\b",
@@ -251,24 +247,6 @@ _CONFIRM_OPEN_RE = re.compile(
     r"alles\s+klar|verstanden|erledigt|in\s+ordnung|gemacht|notiert|klar)\b",
     re.IGNORECASE,
 )
-
-
-def extract_job_refs(text: str) -> list[str]:
-    """Job ids mentioned in ``text``, in order: ``job-123``, ``task-7`` (from "task 7"),
-    ``#42`` (also from "Auftrag #42", so both spellings meet), ``job_ab12``."""
-    out: list[str] = []
-    for m in _JOB_RE.finditer(text):
-        if m.group(1) and "#" in m.group(0):
-            ref = f"#{m.group(2)}"
-        elif m.group(1):
-            ref = f"{m.group(1).lower()}-{m.group(2)}"
-        elif m.group(3):
-            ref = f"#{m.group(3)}"
-        else:
-            ref = m.group(4)
-        if ref not in out:
-            out.append(ref)
-    return out
 
 
 def classify_response(text: str, tool_calls: object = None) -> str:
@@ -571,7 +549,7 @@ def fold_message(
 
 
 class StateTracker:
-    """Keeps each session's state current; one per Memory (``mem.extensions["state"]``)."""
+    """Keeps each session's state current; one per Memory (``mem.parts.state``)."""
 
     def __init__(self, mem: Memory) -> None:
         self.mem = mem
@@ -690,8 +668,8 @@ class StateTracker:
 
 
 def _tracker(mem: Memory) -> StateTracker:
-    tracker = mem.extensions.get("state")
-    if isinstance(tracker, StateTracker):
+    tracker = mem.parts.state
+    if tracker is not None:
         return tracker
     return StateTracker(mem)  # Memory without the component: still answer from the log
 
@@ -722,12 +700,9 @@ def rebuild_state(mem: Memory, session_id: str) -> SessionState:
 
 
 def attach(mem: Memory) -> None:
-    """Component hook (components.py): track state on every append, manage sessions."""
-    from memlane.state import sessions  # late: sessions builds on this module
-
+    """Component hook (components.py): track state on every append."""
     tracker = StateTracker(mem)
-    mem.extensions["state"] = tracker
+    mem.parts.state = tracker
     # State tracking costs a few ms per turn: never on the caller's thread.
     mem.add_observer(tracker.on_append, background=True)
-    mem.extensions.setdefault("forget_hooks", []).append(tracker.on_forget)
-    sessions.attach(mem)
+    mem.parts.forget_hooks.append(tracker.on_forget)

@@ -5,7 +5,8 @@ keyword index lives in the same transaction as the log. ``derived`` is a small
 per-session key/value area for state that can always be rebuilt from the log
 (summaries, session state); it is deleted with its session.
 
-The conformance suite in ``tests/store_conformance.py`` is the contract: a new
+The ports themselves (one Protocol per seam) live in :mod:`memlane.ports`; ``Store``
+composes them. The conformance suite in ``tests/store_conformance.py`` is the contract: a new
 backend is done when it passes it.
 """
 
@@ -13,36 +14,28 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memlane.errors import LockTimeoutError
-from memlane.models import JSON, Message, MessageFilter, Session, SessionFilter, Turn
+from memlane.ports import (
+    DerivedRecords,
+    KeywordHit,
+    KeywordIndex,
+    MessageLog,
+    NoteRepository,
+    Records,
+    SessionLocks,
+    TurnRecord,
+    VectorIndex,
+)
 
+if TYPE_CHECKING:
+    from memlane.apikeys import KeyStore
 
-@dataclass(slots=True)
-class TurnRecord:
-    """Per-turn fields stored beside the two messages of a store_interaction call."""
-
-    turn_id: str
-    intent: str | None = None
-    action_name: str | None = None
-    job_refs: tuple[str, ...] = ()
-    model_used: str | None = None
-    confidence_score: float | None = None
-    processing_time: float | None = None
-    resolved_query: str | None = None
-    context_used: bool | None = None
-    metadata: JSON | None = None
-
-
-@dataclass(slots=True)
-class KeywordHit:
-    message: Message
-    score: float  # larger is better (negated BM25)
+__all__ = ["KeyedLocks", "KeywordHit", "LockTimeout", "Store", "TurnRecord", "remaining"]
 
 
 #: :meth:`Store.session_lock` gave up waiting because its ``timeout`` ran out
@@ -101,115 +94,43 @@ def remaining(deadline: float | None) -> float | None:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Durable conversation log. Every write is one transaction."""
+class Store(MessageLog, KeywordIndex, DerivedRecords, Records, SessionLocks, Protocol):
+    """A storage backend: every port of :mod:`memlane.ports` on one database.
+
+    The log, keyword index, derived records and locks are its own methods; the other
+    ports are reached through it (each None when this backend cannot keep them), so a
+    feature asks the store for a port, never for its type.
+    """
 
     url: str
 
-    # sessions
-    def create_session(self, session: Session) -> Session: ...
-    def get_session(self, session_id: str) -> Session | None: ...
-    def update_session(self, session_id: str, **changes: Any) -> Session: ...
-    def list_sessions(
-        self, flt: SessionFilter, *, limit: int = 50, offset: int = 0
-    ) -> list[Session]: ...
-    def delete_session(self, session_id: str) -> bool: ...
-    def sessions_inactive_before(self, cutoff: datetime, *, limit: int = 10_000) -> list[str]: ...
-
-    # messages
-    def append(
-        self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None
-    ) -> list[Message]: ...
-    def recent_messages(
-        self,
-        session_id: str,
-        limit: int,
-        *,
-        before_id: int | None = None,
-        include_hidden: bool = False,
-    ) -> list[Message]:
-        """Newest first, at most ``limit``, strictly older than ``before_id`` if given."""
+    # the store's other ports
+    def vector_index(self) -> VectorIndex | None:
+        """Message vectors in this database, or None (search is then keyword-only)."""
         ...
 
-    def iter_messages(
-        self, session_id: str | None = None, *, after_id: int = 0, batch: int = 500,
-        include_hidden: bool = True,
-    ) -> Iterator[Message]:
-        """Oldest first; all sessions when session_id is None (for reindex and export)."""
+    def note_repository(self) -> NoteRepository | None:
+        """Long-term notes, facets, the archive tier and the audit log, or None."""
         ...
 
-    def get_messages(self, ids: Sequence[int]) -> list[Message]: ...
-    def update_message(
-        self,
-        message_id: int,
-        *,
-        importance: float | None = None,
-        pinned: bool | None = None,
-        metadata: JSON | None = None,
-    ) -> Message: ...
-    def restore_session(
-        self,
-        session: Session,
-        messages: Sequence[Message],
-        turns: Sequence[tuple[TurnRecord, int, int]],
-    ) -> None:
-        """Write a whole session exactly as given (import, migrate): one transaction.
-
-        ``turns`` pairs each record with the positions of its user and assistant
-        message in ``messages``.
-        """
+    def key_store(self) -> KeyStore | None:
+        """The server's API keys in this database, or None."""
         ...
 
-    def hide_messages(self, session_id: str, *, up_to_id: int | None = None) -> int: ...
-    def delete_messages(self, ids: Sequence[int]) -> int: ...
-    def count_messages(self, session_id: str | None = None) -> int: ...
-    def find_tool_call(self, session_id: str, tool_call_id: str) -> bool: ...
-    def message_ids(
-        self, session_id: str, *, offset: int = 0, limit: int | None = None, include_hidden: bool = False
-    ) -> list[int]:
-        """Ids of a session's messages, oldest first, from position ``offset``."""
+    # aggregates over derived records
+    def derived_total(self, kind: str, field: str) -> int:
+        """Sum of the integer ``field`` of every derived record of ``kind`` (0 when none)."""
         ...
 
-    # turns
-    def list_turns(self, session_id: str, *, limit: int = 50) -> list[Turn]:
-        """The newest ``limit`` turns, oldest first."""
+    # forgetting: deleted text must leave the files, not only the rows
+    def secure_delete(self) -> AbstractContextManager[None]:
+        """Deletes inside the block leave no old bytes behind where the engine keeps them."""
         ...
 
-    # keyword index
-    def keyword_search(
-        self, query: str, flt: MessageFilter, *, limit: int = 50
-    ) -> list[KeywordHit]: ...
-
-    # derived, rebuildable state
-    def put_derived(self, session_id: str, kind: str, value: JSON) -> None: ...
-    def get_derived(self, session_id: str, kind: str) -> JSON | None: ...
-    def delete_derived(self, session_id: str, kind: str | None = None) -> int: ...
-    def session_lock(
-        self, session_id: str, scope: str, *, timeout: float | None = None
-    ) -> AbstractContextManager[None]:
-        """Hold an exclusive lock on (session, scope) for the ``with`` block.
-
-        For read-modify-write of a session's derived records (summary, state, note
-        promotion): read, compute and write inside the block and no other holder of
-        the same (session, scope) interleaves. Re-entrant within a thread; appends to
-        the session never wait for it. PostgreSQL: a transaction-scoped advisory lock,
-        so it spans every process and host on the database. SQLite: an in-process lock,
-        then a byte-range lock on ``<db>-locks`` for other processes on the file. Raises :class:`~memlane.errors.LockTimeoutError` when ``timeout`` seconds pass first.
-        """
+    def scrub_deleted_text(self) -> None:
+        """Best effort, after a forget: drop what deleted rows left in indexes and logs."""
         ...
-
-    # records: opaque bytes by (namespace, key) for integrations (store/records.py)
-    def put_records(self, namespace: str, items: Sequence[tuple[str, bytes]]) -> None: ...
-    def get_record(self, namespace: str, key: str) -> bytes | None: ...
-    def list_records(
-        self, namespace: str, *, prefix: str = "", descending: bool = False
-    ) -> list[tuple[str, bytes]]: ...
-    def record_namespaces(self, prefix: str = "") -> list[str]: ...
-    def delete_records(
-        self, namespace: str, keys: Sequence[str] | None = None, *, prefix: str = ""
-    ) -> int: ...
 
     # housekeeping
     def stats(self) -> dict[str, Any]: ...
-    def rebuild_keyword_index(self) -> int: ...
     def close(self) -> None: ...

@@ -38,6 +38,9 @@ class Dialect:
     """A JSON column's stored value, decoded (see rows.py)."""
     from_time: ToTime
     """A timestamp column's stored value as an aware UTC datetime."""
+    json_int: str
+    """A format string reading the integer field ``{field}`` of JSON column ``{column}``
+    (NULL when the value is not JSON)."""
 
 
 def session_where(d: Dialect, flt: SessionFilter) -> Clause:

@@ -73,6 +73,7 @@ DIALECT = filters.Dialect(
     message_tenant="m.tenant_id",
     load_json=_json,
     from_time=_utc,
+    json_int="({column}->>'{field}')::bigint",
 )
 
 

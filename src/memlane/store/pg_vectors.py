@@ -30,7 +30,7 @@ import numpy as np
 
 from memlane.errors import EmbedderMismatchError, InvalidInputError
 from memlane.models import MessageFilter
-from memlane.search.vectors import EMBEDDED_ROLES, ModelInfo, Vectors
+from memlane.ports import EMBEDDED_ROLES, ModelInfo, Vectors
 
 if TYPE_CHECKING:
     from memlane.store.postgres import Conn, PostgresStore

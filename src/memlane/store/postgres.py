@@ -20,6 +20,7 @@ Why these choices:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -66,7 +67,8 @@ from memlane.store.rows import encode_item
 from memlane.store.sql_reads import SqlReads
 
 if TYPE_CHECKING:
-    from memlane.store.pg_keys import PgKeyStore
+    from memlane.apikeys import KeyStore
+    from memlane.ports import NoteRepository
     from memlane.store.pg_vectors import PgVectorIndex
 
 __all__ = ["PostgresStore", "fts5_idf", "tsquery_literal"]
@@ -350,11 +352,25 @@ class PostgresStore(SqlReads, SqlRecords):
     def schema_versions(self) -> list[int]:
         return [r[0] for r in self.read("SELECT version FROM schema_migrations ORDER BY version")]
 
-    def key_store(self) -> PgKeyStore:
+    def key_store(self) -> KeyStore:
         """The server's API keys in this database (``memlane serve`` asks for it)."""
-        from memlane.store.pg_keys import PgKeyStore
+        from memlane.store.keys import SqlKeyStore
 
-        return PgKeyStore(self)
+        return SqlKeyStore(self, DIALECT)
+
+    def secure_delete(self) -> AbstractContextManager[None]:
+        """Nothing to switch on: PostgreSQL keeps no deleted text a reader can reach once
+        VACUUM has run (autovacuum does it)."""
+        return contextlib.nullcontext()
+
+    def scrub_deleted_text(self) -> None:
+        """Nothing to merge: the GIN keyword index drops deleted rows by itself."""
+
+    def note_repository(self) -> NoteRepository:
+        """Notes, facets, the archive tier and the audit log in this database (migration 4)."""
+        from memlane.store.pg_notes import PostgresNoteStore
+
+        return PostgresNoteStore(self)
 
     def vector_index(self) -> PgVectorIndex | None:
         """The pgvector index of this database (the recall engine asks for it), or None

@@ -146,3 +146,36 @@ class SqlReads:
             return None
         value = self._dialect.load_json(rows[0][0], "derived", f"{session_id}/{kind}", "value")
         return value if isinstance(value, dict) else None
+
+    def derived_total(self, kind: str, field: str) -> int:
+        if not field.isidentifier():
+            raise ValueError(f"derived field must be an identifier, got {field!r}")
+        value = self._dialect.json_int.format(column="value", field=field)
+        rows = self.read(
+            f"SELECT COALESCE(SUM({value}), 0) FROM derived WHERE kind = {self._dialect.mark}", (kind,)
+        )
+        return int(rows[0][0] or 0)
+
+    # ------------------------------------------------------------ small log queries for features
+
+    def author_names(self) -> set[str]:
+        """Every author name in the log (the search engine matches queries to speakers)."""
+        rows = self.read("SELECT DISTINCT author_name FROM messages WHERE author_name IS NOT NULL")
+        return {str(r[0]) for r in rows}
+
+    def important_message_ids(
+        self, session_id: str, *, before_id: int | None, min_importance: float
+    ) -> list[int]:
+        """Visible messages of the session older than ``before_id`` that are pinned, at least
+        ``min_importance`` or system messages, oldest first. The flags are plain columns:
+        no message is decoded."""
+        d = self._dialect
+        m = d.mark
+        pinned = "NOT (" + d.is_false.format("pinned") + ")"
+        rows = self.read(
+            f"SELECT id FROM messages WHERE session_id = {m} AND id < {m} AND "
+            f"{d.is_false.format('hidden')} AND ({pinned} OR importance >= {m} OR role = 'system') "
+            "ORDER BY id",
+            (session_id, before_id if before_id is not None else 2**62, min_importance),
+        )
+        return [int(r[0]) for r in rows]

@@ -15,19 +15,17 @@ Why these choices:
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memlane.errors import (
     ConflictError,
-    CorruptRecordError,
     InvalidInputError,
     NotFoundError,
     SessionNotFoundError,
@@ -39,26 +37,33 @@ from memlane.models import (
     Message,
     MessageFilter,
     Session,
-    SessionFilter,
-    from_epoch,
     to_epoch,
 )
-from memlane.store import filters
 from memlane.store.base import KeyedLocks, KeywordHit, TurnRecord, remaining
 from memlane.store.records import SqlRecords
 from memlane.store.rows import (
     M_COLS,
-    decode_message,
-    decode_session,
     encode_item,
 )
 from memlane.store.rows import MESSAGE_COLS as _MESSAGE_COLS
 from memlane.store.rows import SESSION_COLS as _SESSION_COLS
 from memlane.store.sql_reads import SqlReads
 from memlane.store.sqlite_locks import FileRangeLocks
+from memlane.store.sqlite_rows import (  # noqa: F401  (row_to_* re-exported for callers)
+    DIALECT,
+    _dumps,
+    _message_where,
+    _session_where,
+    row_to_message,
+    row_to_session,
+)
 from memlane.store.sqlite_schema import MIGRATIONS
 from memlane.store.term_budget import TermBudget
 from memlane.text import fts5_match, fts5_terms
+
+if TYPE_CHECKING:
+    from memlane.apikeys import KeyStore
+    from memlane.ports import NoteRepository, VectorIndex
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,53 +77,6 @@ def _is_locked(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and (
         "locked" in str(exc) or "busy" in str(exc)
     )
-
-
-def _loads(text: str | None, table: str, row_id: object, column: str) -> Any:
-    if text is None:
-        return None
-    if text == "{}":
-        # Most rows carry no metadata: skipping the JSON parser for them is a third of
-        # what decoding a window of messages costs.
-        return {}
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise CorruptRecordError(table, row_id, f"column {column} is not valid JSON") from exc
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def row_to_session(row: Sequence[Any]) -> Session:
-    return decode_session(row, _loads, from_epoch)
-
-
-def row_to_message(row: Sequence[Any]) -> Message:
-    return decode_message(row, _loads, from_epoch)
-
-
-def _in_list(column: str, values: Sequence[Any]) -> filters.Clause:
-    return f"{column} IN ({','.join('?' * len(values))})", list(values)
-
-
-def _metadata_equals(key: str, value: Any) -> filters.Clause:
-    # json_extract's path: dots address nested objects
-    return "json_extract(metadata, ?) = ?", [f"$.{key}", value]
-
-
-# SQLite keeps times as epoch seconds and booleans as 0/1; messages have no tenant column
-DIALECT = filters.Dialect(
-    mark="?",
-    time=to_epoch,
-    in_list=_in_list,
-    metadata_equals=_metadata_equals,
-    is_false="{} = 0",
-    message_tenant="s.tenant_id",
-    load_json=_loads,
-    from_time=from_epoch,
-)
 
 
 class SQLiteStore(SqlReads, SqlRecords):
@@ -650,6 +608,38 @@ class SQLiteStore(SqlReads, SqlRecords):
             "schema_version": max(self.schema_versions()),
         }
 
+    # ------------------------------------------------------------ the store's other ports
+
+    def vector_index(self) -> VectorIndex:
+        """Message vectors in this file (``message_vectors``, migration 2)."""
+        from memlane.store.sqlite_vectors import SQLiteVectorIndex
+
+        return SQLiteVectorIndex(self)
+
+    def note_repository(self) -> NoteRepository:
+        """Notes, facets, the archive tier and the audit log in this file (migration 4)."""
+        from memlane.store.sqlite_notes import SQLiteNoteStore
+
+        return SQLiteNoteStore(self)
+
+    def key_store(self) -> KeyStore:
+        """The server's API keys in this file (migration 5)."""
+        from memlane.store.keys import SqlKeyStore
+
+        return SqlKeyStore(self, DIALECT)
+
+    def secure_delete(self) -> AbstractContextManager[None]:
+        """Deletes inside the block overwrite the freed bytes (``PRAGMA secure_delete``)."""
+        from memlane.store.sqlite_scrub import secure_delete
+
+        return secure_delete(self)
+
+    def scrub_deleted_text(self) -> None:
+        """Merge the FTS5 indexes and checkpoint the WAL: deleted words leave the files."""
+        from memlane.store.sqlite_scrub import scrub_deleted_text
+
+        scrub_deleted_text(self)
+
     def integrity_check(self) -> str:
         return str(self.read("PRAGMA integrity_check")[0][0])
 
@@ -679,12 +669,3 @@ def _split_sql(script: str) -> list[str]:
     if buf.strip():
         out.append(buf.strip())
     return out
-
-
-def _session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
-    return filters.session_where(DIALECT, flt)
-
-
-def _message_where(flt: MessageFilter) -> tuple[str, list[Any]]:
-    """Extra AND-clauses on messages m joined with sessions s."""
-    return filters.message_where(DIALECT, flt)

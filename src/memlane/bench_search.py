@@ -47,8 +47,8 @@ from memlane.models import Message, MessageFilter
 from memlane.search.documents import document_text
 from memlane.search.embedders import Embedder
 from memlane.search.recall import embedder_from_settings, model_info
-from memlane.search.vectors import SQLiteVectorIndex
-from memlane.store.sqlite import SQLiteStore
+from memlane.store import open_store
+from memlane.store.raw_sqlite import Vec0Table
 
 Progress = Callable[[str, int, int], None]
 
@@ -123,8 +123,8 @@ def bench_ingest(
         picked = [("Ann" if i % 2 == 0 else "Bot", _sentence(rng)) for i in range(count)]
     with Memory(workdir / f"ingest-{uuid.uuid4().hex}.db", embedder=embedder_spec, durability="normal") as mem:
         sid = mem.create_session(user_id="bench")
-        if mem.extensions.get("indexer") is not None:
-            mem.extensions["indexer"].embedder.embed(["warm up"])  # model load is not ingest
+        if mem.parts.indexer is not None:
+            mem.parts.indexer.embedder.embed(["warm up"])  # model load is not ingest
         t = time.perf_counter()
         for i in range(0, count, 2):
             mem.add_messages(sid, [
@@ -217,9 +217,10 @@ def _build_corpus(
             ids.extend(m.id for m in mem.add_messages(sid, batch) if m.id is not None)
             if progress and (s // per_session) % 40 == 0:
                 progress("writing messages", min(s + per_session, messages), messages)
-    store = SQLiteStore(path, durability="normal")
+    store = open_store(path, durability="normal")
     try:
-        index = SQLiteVectorIndex(store)
+        index = store.vector_index()
+        assert index is not None  # a SQLite store always keeps vectors
         index.set_model_info(model_info(embedder))
         for i in range(0, messages, 5000):
             index.upsert(ids[i : i + 5000], vectors[i : i + 5000])
@@ -264,8 +265,10 @@ def run_search_bench(
         vectors, ids = _build_corpus(db, embedder, messages, corpus, progress)
         qvecs = embedder.embed(query_texts)
         with Memory(db, embedder=embedder_spec, durability="normal") as mem:
-            engine = mem.extensions["recall"]
+            engine = mem.parts.recall
+            assert engine is not None
             index = engine.index
+            assert index is not None  # this bench always runs with an embedder
             flt = MessageFilter(user_id="bench-user")
             mem.search(query_texts[0], user_id="bench-user")  # load the matrix
             if progress:
@@ -327,33 +330,6 @@ def chroma_available() -> bool:
     return importlib.util.find_spec("chromadb") is not None
 
 
-def _vec0_connection(path: Path) -> Any:
-    """A connection with the sqlite-vec extension loaded, or None.
-
-    Python's own sqlite3 may be built without extension loading (this project's venv
-    Python is); apsw (in the ``bench`` extra) brings its own SQLite that allows it."""
-    import sqlite3
-
-    import sqlite_vec
-
-    conn: Any = sqlite3.connect(path)
-    if hasattr(conn, "enable_load_extension"):
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-        return conn
-    conn.close()
-    if importlib.util.find_spec("apsw") is None:
-        return None
-    import apsw
-
-    conn = apsw.Connection(str(path))
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-    return conn
-
-
 def _peer_figures(filtered: list[float], unfiltered: list[float], load_s: float, version: str) -> dict[str, Any]:
     """One peer's vector-search figures (ms), in the same shape for every peer."""
     return {
@@ -372,32 +348,22 @@ def _sqlite_vec(
     work: Path,
     progress: Progress | None,
 ) -> dict[str, Any]:
-    conn = _vec0_connection(work / "vec0.db")
-    if conn is None:
+    table = Vec0Table.open(work / "vec0.db", vectors.shape[1])
+    if table is None:
         return {"skipped": "this Python's sqlite3 cannot load extensions; pip install 'memlane[bench]' (apsw)"}
     try:
-        dim = vectors.shape[1]
-        conn.execute(
-            f"CREATE VIRTUAL TABLE vecs USING vec0(embedding float[{dim}] distance_metric=cosine, user_id text)"
-        )
         step = 5000
         t = time.perf_counter()
         for i in range(0, len(ids), step):
-            rows = [(mid, vectors[i + j].tobytes(), "bench-user") for j, mid in enumerate(ids[i : i + step])]
-            with conn:
-                conn.executemany("INSERT INTO vecs(rowid, embedding, user_id) VALUES (?, ?, ?)", rows)
+            table.load(ids[i : i + step], vectors[i : i + step], "bench-user")
             if progress:
                 progress("loading sqlite-vec vec0", min(i + step, len(ids)), len(ids))
         load_s = time.perf_counter() - t
-        knn = "SELECT rowid, distance FROM vecs WHERE embedding MATCH ? AND k = 10"
-        filtered = [
-            _time_once(lambda v=v: conn.execute(knn + " AND user_id = ?", (v.tobytes(), "bench-user")).fetchall())
-            for v in qvecs
-        ]
-        unfiltered = [_time_once(lambda v=v: conn.execute(knn, (v.tobytes(),)).fetchall()) for v in qvecs]
-        version = conn.execute("SELECT vec_version()").fetchall()[0][0]
+        filtered = [_time_once(lambda v=v: table.knn(v, 10, "bench-user")) for v in qvecs]
+        unfiltered = [_time_once(lambda v=v: table.knn(v, 10)) for v in qvecs]
+        version = table.version()
     finally:
-        conn.close()
+        table.close()
     return _peer_figures(filtered, unfiltered, load_s, str(version))
 
 
