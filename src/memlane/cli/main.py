@@ -52,6 +52,7 @@ __import__("memlane.cli.recall", fromlist=["register"]).register(app, eval_app, 
 serve.register(app, bench_app)
 __import__("memlane.cli.pg", fromlist=["register"]).register(app, bench_app)
 notes.register(app)
+__import__("memlane.cli.doctor", fromlist=["register"]).register(app)
 
 
 @eval_app.command("summaries")
@@ -160,7 +161,10 @@ def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     _quiet_flags(command, sys.argv[1:] if argv is None else argv)
     try:
-        command(args=argv, prog_name="memlane", standalone_mode=False)
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        returned = command(args=argv, prog_name="memlane", standalone_mode=False)
+        if isinstance(returned, int) and returned:
+            sys.exit(returned)
     except MemlaneError as exc:
         # soft_wrap: one line however long (a path in a deep directory), not cut at 80
         # columns when stderr is no terminal

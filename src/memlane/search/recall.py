@@ -77,6 +77,12 @@ def _keep_older_minilm(embedder: Embedder, index: VectorIndex, spec: str | None)
     return MiniLMEmbedder(activations="float32")
 
 
+def configured_model(spec: str | None, index: VectorIndex) -> ModelInfo | None:
+    """Which model the embedder setting ``spec`` would use on ``index`` (None: vectors off)."""
+    embedder = embedder_from_settings(spec)
+    return None if embedder is None else model_info(_keep_older_minilm(embedder, index, spec))
+
+
 def attach(mem: Memory) -> None:
     embedder = embedder_from_settings(mem.settings.embedder)
     index = vector_index_for(mem.store) if embedder is not None else None

@@ -383,3 +383,20 @@ def add_note(body: s.NoteIn, v: View) -> Any:
     """Write a long-term note yourself (merged with, or superseding, one about the same thing)."""
     fields = body.model_dump(exclude_none=True, exclude={"text", "session_id"})
     return _jsonable(v.add_note(body.text, session_id=body.session_id, **fields))
+
+
+# ---------------------------------------------------------------- health
+
+
+@router.get("/health/details", tags=["meta"], responses={403: {"description": "Not an admin"}})
+def health_details(v: View) -> dict[str, Any]:
+    """`memlane doctor` over HTTP: integrity, orphans, vector lag, embedder, disk (admins only).
+
+    An admin is the local user of a server without keys; a tenant's key sees only its
+    tenant, and the store's health spans every tenant.
+    """
+    if v.caller.tenant is not None:
+        raise ApiError(403, "permission_denied", "health details are for the server's admin (no key, loopback)")
+    from memlane.doctor import diagnose
+
+    return diagnose(v.mem.store, v.mem.settings.embedder).to_dict()

@@ -51,6 +51,7 @@ from memlane.models import (
     Session,
 )
 from memlane.store.base import KeywordHit, TurnRecord
+from memlane.store.health import PG_TABLES, StoreHealth, delete_orphans_sql, postgres_health
 from memlane.store.pg_locks import PgSessionLocks
 from memlane.store.pg_rows import (
     _MESSAGE_COLS,
@@ -801,6 +802,20 @@ class PostgresStore(SqlReads, SqlRecords):
             "bytes": int(row[4]),
             "schema_version": int(row[5]),
         }
+
+    def health(self) -> StoreHealth:
+        """Orphan, size and (with amcheck) index facts for ``memlane doctor``."""
+        return postgres_health(self.read)
+
+    def delete_orphans(self) -> dict[str, int]:
+        """Delete rows whose parent is gone (see store/health.py); counts per table.column."""
+        tables = {str(r[0]) for r in self.read(PG_TABLES)}
+
+        def run(conn: Conn) -> dict[str, int]:
+            done = {label: conn.execute(stmt).rowcount for label, stmt in delete_orphans_sql(tables)}
+            return {label: n for label, n in done.items() if n}
+
+        return self.write(run)
 
     def close(self) -> None:
         if self._closed:

@@ -40,6 +40,7 @@ from memlane.models import (
     to_epoch,
 )
 from memlane.store.base import KeyedLocks, KeywordHit, TurnRecord, remaining
+from memlane.store.health import SQLITE_TABLES, StoreHealth, delete_orphans_sql, sqlite_health
 from memlane.store.records import SqlRecords
 from memlane.store.rows import (
     M_COLS,
@@ -642,6 +643,24 @@ class SQLiteStore(SqlReads, SqlRecords):
 
     def integrity_check(self) -> str:
         return str(self.read("PRAGMA integrity_check")[0][0])
+
+    def health(self) -> StoreHealth:
+        """Integrity, keyword-index, orphan and size facts for ``memlane doctor``."""
+
+        def write(fn: Callable[[sqlite3.Connection], None]) -> None:
+            self.write(fn, durable=False)
+
+        return sqlite_health(self.path, self.read, write)
+
+    def delete_orphans(self) -> dict[str, int]:
+        """Delete rows whose parent is gone (see store/health.py); counts per table.column."""
+        tables = {str(r[0]) for r in self.read(SQLITE_TABLES)}
+
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            done = {label: conn.execute(stmt).rowcount for label, stmt in delete_orphans_sql(tables)}
+            return {label: n for label, n in done.items() if n}
+
+        return self.write(run)
 
     def close(self) -> None:
         # closing twice or after a failure is harmless

@@ -1,0 +1,206 @@
+"""`memlane doctor`: is this store healthy, and if not, what should the operator do?
+
+The store gathers facts (``store/health.py``); this module judges them. Each finding
+says what was seen and what to do. A finding that ``needs_action`` names the memlane
+error class it amounts to, so the CLI's exit code comes from the one mapping in
+``cli/exit_codes.py`` and the server's status from ``server/errors.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from memlane import errors
+from memlane.store.base import Store
+from memlane.store.health import StoreHealth
+
+#: WAL beyond this means checkpoints are not keeping up (a long reader holds it open).
+WAL_WARN_BYTES = 256 * 1024 * 1024
+#: Less free disk than this (or than the database itself) risks a failed write.
+FREE_DISK_WARN_BYTES = 1024 * 1024 * 1024
+#: How many unembedded messages the lag check counts before it stops counting.
+LAG_COUNT_CAP = 100_000
+
+_ERRORS: dict[str, type[errors.MemlaneError]] = {
+    "corrupt": errors.CorruptRecordError,
+    "embedder": errors.EmbedderMismatchError,
+    "storage": errors.StorageError,
+}
+
+
+@runtime_checkable
+class HealthReporting(Protocol):
+    def health(self) -> StoreHealth: ...
+    def delete_orphans(self) -> dict[str, int]: ...
+
+
+@dataclass(slots=True)
+class Finding:
+    check: str  # integrity, keyword_index, orphans, index_lag, embedder, disk, wal
+    status: str  # ok, info, warn, error
+    message: str
+    action: str = ""  # what to do; empty when nothing is needed
+    error: str = ""  # key of _ERRORS when this needs action
+
+    @property
+    def needs_action(self) -> bool:
+        return bool(self.error)
+
+
+@dataclass(slots=True)
+class Report:
+    store: str
+    backend: str
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return not any(f.needs_action for f in self.findings)
+
+    def as_error(self) -> errors.MemlaneError | None:
+        """The first finding that needs action as the memlane error it amounts to."""
+        for finding in self.findings:
+            if finding.needs_action:
+                return _ERRORS[finding.error](*_error_args(finding))
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "backend": self.backend,
+            "healthy": self.healthy,
+            "findings": [asdict(f) | {"needs_action": f.needs_action} for f in self.findings],
+        }
+
+
+def _error_args(finding: Finding) -> tuple[Any, ...]:
+    if finding.error == "corrupt":
+        return (finding.check, None, finding.message)
+    return (f"{finding.message}; {finding.action}",)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def diagnose(store: Store, embedder_spec: str | None) -> Report:
+    """Check ``store``; ``embedder_spec`` is the configured embedder (settings.embedder)."""
+    if not isinstance(store, HealthReporting):
+        raise errors.InvalidInputError(f"store {store.url} cannot report its health")
+    facts = store.health()
+    report = Report(store=store.url, backend=facts.backend)
+    add = report.findings.append
+    _integrity(facts, add)
+    _orphans(facts, add)
+    _vectors(store, embedder_spec, add)
+    _disk(facts, add)
+    for note in facts.notes:
+        add(Finding("not_checked", "info", note))
+    return report
+
+
+def fix_orphans(store: Store) -> dict[str, int]:
+    """Delete rows whose source is gone; how many per table.column."""
+    if not isinstance(store, HealthReporting):
+        raise errors.InvalidInputError(f"store {store.url} cannot report its health")
+    return store.delete_orphans()
+
+
+def _integrity(facts: StoreHealth, add: Any) -> None:
+    if facts.integrity_problems:
+        shown = "; ".join(facts.integrity_problems[:5])
+        add(Finding(
+            "integrity", "error", f"the database file is damaged: {shown}",
+            "stop writers, restore the newest backup (memlane backup) or export what still reads "
+            "(memlane export) into a new store; on SQLite `sqlite3 DB .recover` salvages rows",
+            "corrupt",
+        ))
+    elif facts.integrity_checked:
+        add(Finding("integrity", "ok", "page integrity check passed"))
+    for index, problem in facts.fts_problems.items():
+        add(Finding(
+            "keyword_index", "error", f"{index} disagrees with its table: {problem}",
+            "rebuild it: memlane reindex (rebuilds keyword index and vectors from the log)", "corrupt",
+        ))
+    if facts.backend == "sqlite" and not facts.fts_problems and facts.integrity_checked:
+        add(Finding("keyword_index", "ok", "full-text indexes match their tables"))
+
+
+def _orphans(facts: StoreHealth, add: Any) -> None:
+    if not facts.orphans:
+        add(Finding("orphans", "ok", "no derived rows without their source"))
+        return
+    listed = ", ".join(f"{n} in {where}" for where, n in sorted(facts.orphans.items()))
+    add(Finding(
+        "orphans", "warn", f"rows whose source is gone: {listed}",
+        "they were written with foreign keys off or by a partial restore; "
+        "delete them with memlane doctor --fix-orphans (the log does not need them)", "corrupt",
+    ))
+
+
+def _vectors(store: Store, spec: str | None, add: Any) -> None:
+    from memlane.search.recall import configured_model, vector_index_for
+
+    index = vector_index_for(store)
+    if index is None:
+        add(Finding("embedder", "info", "this store keeps no vectors; search is keyword-only"))
+        return
+    stored = index.model_info()
+    wanted = configured_model(spec, index)
+    vectors = index.count()
+    if wanted is None:
+        add(Finding(
+            "embedder", "info",
+            f"embedding is switched off; {vectors} stored vectors are not used",
+        ))
+    elif stored is not None and vectors and (
+        (stored.model_id, stored.dimension, stored.recipe)
+        != (wanted.model_id, wanted.dimension, wanted.recipe)
+    ):
+        add(Finding(
+            "embedder", "error",
+            f"the {vectors} stored vectors came from {stored.describe()}, "
+            f"but the configured embedder is {wanted.describe()}",
+            "re-embed with the configured model: memlane reindex "
+            "(or set embedder back to the stored model in the config)", "embedder",
+        ))
+    else:
+        made_by = stored.describe() if stored is not None else wanted.describe()
+        add(Finding("embedder", "ok", f"vectors match the configured embedder {made_by}"))
+    if wanted is None:
+        return
+    lag = len(index.missing_ids(LAG_COUNT_CAP))
+    if lag:
+        more = "+" if lag >= LAG_COUNT_CAP else ""
+        add(Finding(
+            "index_lag", "warn", f"{lag}{more} messages have no vector yet (not found by meaning)",
+            "any memlane process with embedding on catches up in the background "
+            "(memlane serve, or memlane reindex to do it now)",
+        ))
+    else:
+        add(Finding("index_lag", "ok", "every message that should have a vector has one"))
+
+
+def _disk(facts: StoreHealth, add: Any) -> None:
+    if facts.database_bytes:
+        add(Finding("disk", "ok", f"database {_size(facts.database_bytes)}"))
+    if facts.free_disk_bytes is not None and facts.free_disk_bytes < max(
+        FREE_DISK_WARN_BYTES, facts.database_bytes
+    ):
+        add(Finding(
+            "disk", "error", f"only {_size(facts.free_disk_bytes)} free beside the database",
+            "free disk space or move the database: writes fail when the disk fills", "storage",
+        ))
+    if facts.wal_bytes is not None and facts.wal_bytes > WAL_WARN_BYTES:
+        add(Finding(
+            "wal", "warn", f"write-ahead log is {_size(facts.wal_bytes)}",
+            "a long-running reader keeps checkpoints from finishing: restart idle readers; "
+            "the log shrinks at the next checkpoint",
+        ))
+    elif facts.wal_bytes is not None:
+        add(Finding("wal", "ok", f"write-ahead log {_size(facts.wal_bytes)}"))

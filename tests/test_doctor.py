@@ -1,0 +1,167 @@
+"""`memlane doctor` and GET /v1/health/details on healthy and damaged stores (real files, real PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memlane import Memory
+from memlane.cli.main import main
+from memlane.doctor import diagnose, fix_orphans
+from memlane.server.auth import key_store_for
+from memlane.store.postgres import PostgresStore
+from tests.server_support import client_for
+
+
+def _seed(db: Path, embedder: str = "hashing") -> None:
+    with Memory(db, embedder=embedder) as mem:
+        for i in range(3):
+            sid = mem.create_session(session_id=f"s{i}", user_id="ana")
+            for j in range(4):
+                mem.store_interaction(f"question {i}.{j} about Lisbon trams", f"answer {i}.{j}", session_id=sid)
+        mem.flush()
+
+
+def _doctor(db: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    capsys.readouterr()
+    try:
+        main(["--store", str(db), "doctor", "--json", *extra])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr().out
+    return code, json.loads(out[out.index("{"):])
+
+
+def _by_check(report: dict, check: str) -> list[dict]:  # type: ignore[type-arg]
+    return [f for f in report["findings"] if f["check"] == check]
+
+
+@pytest.fixture(autouse=True)
+def _hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "hashing")
+
+
+def test_healthy_store_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    code, report = _doctor(db, capsys)
+    assert code == 0 and report["healthy"] is True
+    statuses = {f["check"]: f["status"] for f in report["findings"]}
+    assert statuses["integrity"] == statuses["keyword_index"] == statuses["orphans"] == "ok"
+    assert statuses["embedder"] == statuses["index_lag"] == statuses["wal"] == "ok"
+
+
+def test_orphans_are_found_then_fixed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    with sqlite3.connect(db) as conn:  # foreign keys off: what a careless repair does
+        conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session_id = 's1' LIMIT 2)")
+        conn.execute("DELETE FROM sessions WHERE id = 's2'")
+    code, report = _doctor(db, capsys)
+    assert code == 10  # CorruptRecordError's code in cli/exit_codes.py
+    [orphans] = _by_check(report, "orphans")
+    assert orphans["needs_action"] and "message_vectors.message_id" in orphans["message"]
+    assert "derived.session_id" in orphans["message"] and "--fix-orphans" in orphans["action"]
+
+    code, report = _doctor(db, capsys, "--fix-orphans")
+    assert code == 0 and _by_check(report, "orphans")[0]["status"] == "ok"
+    with Memory(db, embedder="hashing") as mem:  # the rest of the log is untouched
+        assert {s.id for s in mem.list_sessions()} == {"s0", "s1"}
+        assert mem.store.count_messages("s0") == 8 and mem.store.count_messages("s1") == 6
+
+
+def test_vectors_of_another_model_exit_with_the_embedder_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE vector_meta SET value = 'old-model' WHERE key = 'model_id'")
+    code, report = _doctor(db, capsys)
+    assert code == 9
+    [finding] = _by_check(report, "embedder")
+    assert "old-model" in finding["message"] and "memlane reindex" in finding["action"]
+
+
+def test_index_lag_is_reported_without_failing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    _seed(db, embedder="none")  # written without vectors, now configured with them
+    code, report = _doctor(db, capsys)
+    assert code == 0
+    [lag] = _by_check(report, "index_lag")
+    assert lag["status"] == "warn" and lag["message"].startswith("24 messages")
+
+
+def test_damaged_keyword_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    with sqlite3.connect(db) as conn:  # the table changes behind the index's back
+        conn.execute("DROP TRIGGER messages_fts_update")
+        conn.execute("UPDATE messages SET content = 'rewritten' WHERE id = 1")
+    code, report = _doctor(db, capsys)
+    assert code == 10
+    [fts] = [f for f in _by_check(report, "keyword_index") if f["status"] == "error"]
+    assert "messages_fts" in fts["message"] and "memlane reindex" in fts["action"]
+
+
+def test_corrupted_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'messages_by_time'").fetchone()[0]
+    with db.open("r+b") as f:  # scribble over one index page
+        f.seek((root - 1) * page_size + 8)
+        f.write(b"\xff" * 64)
+    code, report = _doctor(db, capsys)
+    assert code == 10
+    [integrity] = _by_check(report, "integrity")
+    assert integrity["status"] == "error" and "backup" in integrity["action"]
+
+
+def test_health_details_for_admins_only(tmp_path: Path) -> None:
+    mem = Memory(tmp_path / "m.db", embedder="hashing")
+    try:
+        mem.store_interaction("hello", "hi", session_id=mem.create_session(session_id="s"))
+        mem.flush()
+        with client_for(mem) as api:
+            body = api.get("/v1/health/details").json()
+            assert body["healthy"] is True and body["backend"] == "sqlite"
+        _record, key = key_store_for(mem.store).create_key("acme", "agent")
+        with client_for(mem, keys=key_store_for(mem.store), require_auth=True) as api:
+            reply = api.get("/v1/health/details", headers={"Authorization": f"Bearer {key}"})
+            assert reply.status_code == 403
+    finally:
+        mem.close()
+
+
+@pytest.mark.postgres
+def test_postgres_healthy_then_orphaned(fresh_pg_store: PostgresStore) -> None:
+    with Memory(fresh_pg_store, embedder="hashing") as mem:
+        sid = mem.create_session(session_id="p1")
+        mem.store_interaction("tram 28 to Graça", "noted", session_id=sid)
+        mem.flush()
+        report = diagnose(mem.store, "hashing")
+        assert report.healthy, report.to_dict()
+        assert {f.check for f in report.findings} >= {"orphans", "embedder", "index_lag", "disk"}
+
+        def orphan(conn: object) -> None:  # replica mode skips foreign-key triggers (superuser)
+            conn.execute("SET LOCAL session_replication_role = replica")  # type: ignore[attr-defined]
+            conn.execute("DELETE FROM messages WHERE session_id = 'p1'")  # type: ignore[attr-defined]
+
+        fresh_pg_store.write(orphan)
+        report = diagnose(mem.store, "hashing")
+        assert not report.healthy
+        assert "message_vectors.message_id" in next(f for f in report.findings if f.check == "orphans").message
+        assert fix_orphans(mem.store)["message_vectors.message_id"] == 2
+        assert diagnose(mem.store, "hashing").healthy
+
+
+def test_doctor_opens_no_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--store", str(tmp_path / "nope.db"), "doctor"])
+    assert exc.value.code == 4
+    assert not (tmp_path / "nope.db").exists()
