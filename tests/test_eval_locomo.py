@@ -45,13 +45,13 @@ def test_eval_json_on_one_conversation_with_minilm(
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {
         "overall", "by_category", "baselines", "gain", "questions", "ingest_msgs_per_s",
-        "search_ms_p50", "search_ms_p95",
+        "search_ms_p50", "search_ms_p95", "split", "parts",
     }
     assert set(out["overall"]) == METRICS
     assert set(out["baselines"]) == {"keyword", "semantic"}
     assert all(set(b) == METRICS for b in out["baselines"].values())
     assert out["by_category"] and set(out["by_category"]) <= {"1", "2", "3", "4"}
-    assert all(c["questions"] > 0 and set(c) == {*METRICS, "questions"} for c in out["by_category"].values())
+    assert all(c["questions"] > 0 and set(c) == {*METRICS, "questions", "name"} for c in out["by_category"].values())
     assert sum(c["questions"] for c in out["by_category"].values()) == 40
     assert out["questions"] == 40
     for mode in ("keyword", "semantic"):
@@ -77,3 +77,46 @@ def test_skipped_baseline_is_null_not_zero(locomo_files: list[Path], capsys: pyt
     main(["eval", "locomo", str(smallest), "--max-questions", "20", "--embedder", "none"])
     table = capsys.readouterr().out
     assert "semantic only" in table and "skipped" in table and "gain vs keyword" in table
+
+
+def test_split_parts_each_report_categories_and_latency(
+    locomo_files: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both fixture conversations in one run: one tunes, the other is held aside; the totals
+    are the two parts together, and --split b swaps which is which."""
+    args = ["eval", "locomo", *map(str, reversed(locomo_files)), "--embedder", "hashing"]
+    main([*args, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["split"] == {"name": "a", "tune": ["harbour"], "held": ["workshop"]}  # sample-id order
+    tune, held = out["parts"]["tune"], out["parts"]["held"]
+    assert tune["questions"] > 0 and held["questions"] > 0
+    assert tune["questions"] + held["questions"] == out["questions"]
+    for figures in (tune, held):
+        assert set(figures) == {"overall", "by_category", "questions", "search_ms_p50", "search_ms_p95"}
+        assert 0 < figures["search_ms_p50"] <= figures["search_ms_p95"]
+        assert sum(c["questions"] for c in figures["by_category"].values()) == figures["questions"]
+    for cat, total in out["by_category"].items():  # the totals are the parts added up
+        parts = [p["by_category"][cat] for p in (tune, held) if cat in p["by_category"]]
+        assert sum(p["questions"] for p in parts) == total["questions"]
+        mean = sum(p["recall@10"] * p["questions"] for p in parts) / total["questions"]
+        assert abs(mean - total["recall@10"]) < 1e-3
+    main([*args, "--json", "--split", "b", "--part", "held"])
+    swapped = json.loads(capsys.readouterr().out)
+    assert swapped["split"] == {"name": "b", "tune": ["workshop"], "held": ["harbour"]}
+    assert set(swapped["parts"]) == {"held"}
+    assert swapped["parts"]["held"]["overall"] == tune["overall"] == swapped["overall"]
+    main([*args, "--part", "tune"])
+    table = capsys.readouterr().out
+    assert "tune (harbour)" in table and "held (" not in table and "tune: search p50" in table
+
+
+def test_unknown_split_or_part_says_what_to_use(locomo_files: list[Path]) -> None:
+    from memlane.errors import InvalidInputError
+    from memlane.eval.locomo import evaluate
+
+    with pytest.raises(InvalidInputError, match="use one of a, b"):
+        evaluate(locomo_files[:1], embedder="hashing", split="c")
+    with pytest.raises(InvalidInputError, match="use one of all, tune, held"):
+        evaluate(locomo_files[:1], embedder="hashing", part="both")
+    with pytest.raises(InvalidInputError, match="no 'held' conversation"):
+        evaluate(locomo_files[:1], embedder="hashing", part="held")

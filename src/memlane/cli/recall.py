@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -60,13 +61,23 @@ def eval_locomo_cmd(
         help="Where the conversations go: sqlite (temp files, default), embedded (a PostgreSQL "
         "started for the run) or postgresql://... (a scratch schema per conversation).",
     ),
+    split: str = typer.Option(
+        "a", "--split",
+        help="Tuning/held-aside split: a = the first 3 of 5 conversations (by sample id) tune, "
+        "the other 2 are held aside; b = the roles swapped.",
+    ),
+    part: str = typer.Option(
+        "all", "--part", help="Which conversations of the split run: all, tune or held."
+    ),
 ) -> None:
-    """Retrieval quality on LoCoMo: Recall@1/5/10/20 and Hit@5 of mem.search, with baselines."""
-    from memlane.eval.locomo import CATEGORY_NAMES, evaluate
+    """Retrieval quality on LoCoMo: Recall@1/5/10/20 and Hit@5 of mem.search, with baselines,
+    per category and per part of the tuning/held-aside split, and search latency p50/p95."""
+    from memlane.eval.locomo import evaluate
 
     with progress_bar() as progress:
         result = evaluate(
-            files, embedder=embedder, max_questions=max_questions, progress=progress, store=store
+            files, embedder=embedder, max_questions=max_questions, progress=progress, store=store,
+            split=split, part=part,
         )
     if as_json:
         print(json.dumps(result))
@@ -87,16 +98,25 @@ def eval_locomo_cmd(
     for name, ratios in result["gain"].items():
         if ratios is not None:  # hybrid / baseline: >1 means the fusion finds more
             table.add_row(f"gain vs {name}", *("n/a" if ratios[c] is None else f"x{ratios[c]:.2f}" for c in cols))
-    for cat, scores in result["by_category"].items():
-        table.add_row(
-            f"  cat {cat} {CATEGORY_NAMES[int(cat)]} ({scores['questions']})",
-            *(f"{scores[c]:.3f}" for c in cols),
-        )
+    _category_rows(table, result, cols)
+    for name, figures in result["parts"].items():
+        ids = ", ".join(result["split"][name])
+        table.add_row(f"{name} ({ids})", *(f"{figures['overall'][c]:.3f}" for c in cols))
+        _category_rows(table, figures, cols)
     console.print(table)
     console.print(
         f"ingest {result['ingest_msgs_per_s']} msgs/s (with embedding), search p50 "
         f"{result['search_ms_p50']} ms, p95 {result['search_ms_p95']} ms"
     )
+    for name, figures in result["parts"].items():
+        console.print(f"{name}: search p50 {figures['search_ms_p50']} ms, p95 {figures['search_ms_p95']} ms")
+
+
+def _category_rows(table: Any, figures: dict[str, Any], cols: list[str]) -> None:
+    for cat, scores in figures["by_category"].items():
+        table.add_row(
+            f"  cat {cat} {scores['name']} ({scores['questions']})", *(f"{scores[c]:.3f}" for c in cols)
+        )
 
 
 def bench_search_cmd(

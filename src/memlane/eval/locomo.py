@@ -15,6 +15,10 @@ databases. A baseline that could not run for every question (no recall engine, o
 vectors with ``--embedder none``) is reported as ``null``, never as a score of 0, and
 ``gain`` gives hybrid / baseline per metric (``null`` where the baseline is missing or 0).
 Categories without questions are left out of ``by_category`` for the same reason.
+
+Against over-fitting, the conversations fall into a fixed tuning part and a held-aside part
+(:func:`split_conversations`; ``--split b`` swaps the roles) and every run reports recall per
+category and search latency for each part beside the totals, so a change is judged on both.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ KS: tuple[int, ...] = (1, 5, 10, 20)
 CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
 CATEGORY_NAMES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 MAX_K = max(KS)
+MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
 
 Progress = Callable[[str, int, int], None]
 
@@ -135,6 +140,73 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[pos]
 
 
+SPLITS: tuple[str, ...] = ("a", "b")
+PARTS: tuple[str, ...] = ("all", "tune", "held")
+#: Share of the conversations that tune; the rest is held aside (five -> three and two).
+TUNE_SHARE = 0.6
+
+
+def split_conversations(
+    conversations: Sequence[LocomoConversation], split: str = "a"
+) -> dict[str, list[LocomoConversation]]:
+    """The fixed tuning / held-aside split: conversations in sample-id order, the first
+    ``TUNE_SHARE`` of them tune under split "a"; split "b" swaps the two roles. The order of
+    the files on the command line does not matter, so a figure always means the same set."""
+    if split not in SPLITS:
+        raise InvalidInputError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
+    ordered = sorted(conversations, key=lambda c: c.sample_id)
+    cut = max(1, round(len(ordered) * TUNE_SHARE))
+    first, rest = ordered[:cut], ordered[cut:]
+    return {"tune": first, "held": rest} if split == "a" else {"tune": rest, "held": first}
+
+
+@dataclass
+class Tally:
+    """Everything one group of conversations measured: hybrid recall overall and per
+    category, the two baselines, and the search latencies."""
+
+    overall: dict[str, Scores] = field(default_factory=lambda: {m: Scores() for m in MODES})
+    by_cat: dict[int, Scores] = field(default_factory=lambda: {c: Scores() for c in CATEGORIES})
+    latencies: list[float] = field(default_factory=list)
+
+    def report(self) -> dict[str, Any]:
+        """Hybrid figures, per category (named), and the search latency of this group."""
+        return {
+            "overall": self.overall["hybrid"].as_dict(),
+            "by_category": {
+                str(c): {**self.by_cat[c].as_dict(), "questions": self.by_cat[c].n, "name": CATEGORY_NAMES[c]}
+                for c in CATEGORIES if self.by_cat[c].n
+            },
+            "questions": self.overall["hybrid"].n,
+            "search_ms_p50": round(statistics.median(self.latencies), 2) if self.latencies else 0.0,
+            "search_ms_p95": round(_percentile(self.latencies, 0.95), 2),
+        }
+
+
+def _ask(mem: Memory, conv: LocomoConversation, qs: Sequence[LocomoQA], tallies: Sequence[Tally],
+         progress: Progress | None, label: str) -> None:
+    """Ask each question of one ingested conversation; every tally in ``tallies`` counts it."""
+    engine = mem.parts.recall
+    flt = MessageFilter(user_id=conv.sample_id)
+    for i, qa in enumerate(qs):
+        t1 = time.perf_counter()
+        hits = mem.search(qa.question, user_id=conv.sample_id, top_k=MAX_K)
+        elapsed = (time.perf_counter() - t1) * 1000
+        ranked = _dia_ids(hits)
+        for tally in tallies:
+            tally.latencies.append(elapsed)
+            tally.overall["hybrid"].add(ranked, qa.evidence)
+            tally.by_cat[qa.category].add(ranked, qa.evidence)
+        for mode in ("keyword", "semantic"):
+            if engine is None or (mode == "semantic" and not engine.has_vectors):
+                continue
+            base = _dia_ids(engine.search(qa.question, flt, MAX_K, mode=mode))
+            for tally in tallies:
+                tally.overall[mode].add(base, qa.evidence)
+        if progress:
+            progress(f"questions {label}", i + 1, len(qs))
+
+
 def evaluate(
     files: Sequence[str | Path],
     *,
@@ -143,31 +215,44 @@ def evaluate(
     max_questions: int | None = None,
     progress: Progress | None = None,
     store: str | None = None,
+    split: str = "a",
+    part: str = "all",
 ) -> dict[str, Any]:
     """Run the evaluation; returns the JSON-ready result (see ``memlane eval locomo``).
 
     ``store``: None/"sqlite" (temp files), "embedded" (a PostgreSQL started for the run) or
     a ``postgresql://`` URL (a scratch schema per conversation); see memlane.store.scratch.
+    ``split`` picks the tuning / held-aside split (see :func:`split_conversations`) and
+    ``part`` which of its conversations run: "all", only "tune" or only "held". The
+    top-level figures cover every conversation that ran; ``parts`` has them per part.
     """
     from memlane.store.scratch import scratch_stores
 
+    if part not in PARTS:
+        raise InvalidInputError(f"unknown part {part!r}: use one of {', '.join(PARTS)}")
     conversations: list[LocomoConversation] = []
     for f in files:
         conversations.extend(load_locomo(f))
     if not conversations:
         raise InvalidInputError("no LoCoMo conversations given")
-    modes = ("hybrid", "keyword", "semantic")
-    overall = {m: Scores() for m in modes}
-    by_cat = {c: Scores() for c in CATEGORIES}
-    latencies: list[float] = []
+    groups = split_conversations(conversations, split)
+    role = {c.sample_id: name for name, convs in groups.items() for c in convs}
+    chosen = [c for c in sorted(conversations, key=lambda c: c.sample_id) if part in ("all", role[c.sample_id])]
+    if not chosen:
+        raise InvalidInputError(
+            f"split {split!r} holds no {part!r} conversation among {len(conversations)} given; "
+            "give more files or use --part all"
+        )
+    total = Tally()
+    parts = {name: Tally() for name in groups if part in ("all", name) and groups[name]}
     ingest_seconds = 0.0
     ingested = 0
     asked = 0
     with tempfile.TemporaryDirectory(dir=workdir, prefix="memlane-locomo-") as tmp, scratch_stores(
         store, tmp, fsync=False
     ) as stores:
-        for n, conv in enumerate(conversations):
-            label = f"{conv.sample_id} ({n + 1}/{len(conversations)})"
+        for n, conv in enumerate(chosen):
+            label = f"{conv.sample_id} ({n + 1}/{len(chosen)})"
             db = Path(tmp) / f"{n}-{conv.sample_id}.db"
             with stores.target(db.stem) as target, Memory(target, embedder=embedder, durability="normal") as mem:
                 t0 = time.perf_counter()
@@ -177,45 +262,27 @@ def evaluate(
                 mem.flush(timeout=None)
                 ingest_seconds += time.perf_counter() - t0
                 ingested += count
-                engine = mem.parts.recall
                 qs = questions(conv)
                 if max_questions is not None:
                     qs = qs[: max(0, max_questions - asked)]
-                for i, qa in enumerate(qs):
-                    t1 = time.perf_counter()
-                    hits = mem.search(qa.question, user_id=conv.sample_id, top_k=MAX_K)
-                    latencies.append((time.perf_counter() - t1) * 1000)
-                    ranked = _dia_ids(hits)
-                    overall["hybrid"].add(ranked, qa.evidence)
-                    by_cat[qa.category].add(ranked, qa.evidence)
-                    flt = MessageFilter(user_id=conv.sample_id)
-                    for mode in ("keyword", "semantic"):
-                        if engine is None or (mode == "semantic" and not engine.has_vectors):
-                            continue
-                        base_hits = engine.search(qa.question, flt, MAX_K, mode=mode)
-                        overall[mode].add(_dia_ids(base_hits), qa.evidence)
-                    if progress:
-                        progress(f"questions {label}", i + 1, len(qs))
+                _ask(mem, conv, qs, (total, parts[role[conv.sample_id]]), progress, label)
                 asked += len(qs)
             if max_questions is not None and asked >= max_questions:
                 break
-    hybrid = overall["hybrid"].as_dict()
+    summary = total.report()
+    hybrid = summary["overall"]
     # A baseline skipped for some questions would be averaged over a different set; report none.
     baselines: dict[str, dict[str, float] | None] = {
-        m: overall[m].as_dict() if overall[m].n == overall["hybrid"].n > 0 else None
+        m: total.overall[m].as_dict() if total.overall[m].n == total.overall["hybrid"].n > 0 else None
         for m in ("keyword", "semantic")
     }
     result: dict[str, Any] = {
-        "overall": hybrid,
-        "by_category": {
-            str(c): {**by_cat[c].as_dict(), "questions": by_cat[c].n} for c in CATEGORIES if by_cat[c].n
-        },
+        **summary,
         "baselines": baselines,
         "gain": {m: gain(hybrid, b) for m, b in baselines.items()},
-        "questions": overall["hybrid"].n,
         "ingest_msgs_per_s": round(ingested / ingest_seconds, 1) if ingest_seconds else 0.0,
-        "search_ms_p50": round(statistics.median(latencies), 2) if latencies else 0.0,
-        "search_ms_p95": round(_percentile(latencies, 0.95), 2),
+        "split": {"name": split, **{name: [c.sample_id for c in convs] for name, convs in groups.items()}},
+        "parts": {name: tally.report() for name, tally in parts.items() if tally.overall["hybrid"].n},
     }
     if stores.backend != "sqlite":
         # The JSON contract has exactly the keys above; a run on another store says which.
@@ -224,6 +291,6 @@ def evaluate(
 
 
 __all__ = [
-    "CATEGORIES", "CATEGORY_NAMES", "KS", "Scores", "conversation_messages", "evaluate", "gain", "ingest",
-    "questions",
+    "CATEGORIES", "CATEGORY_NAMES", "KS", "PARTS", "SPLITS", "Scores", "Tally", "conversation_messages",
+    "evaluate", "gain", "ingest", "questions", "split_conversations",
 ]
