@@ -105,6 +105,7 @@ class AsyncMemory(_OffLoop[Memory]):
     active_session_for = _off_loop(Memory.active_session_for)
     get_active_session = _off_loop(Memory.get_active_session)
     auto_expire_sessions = _off_loop(Memory.auto_expire_sessions)
+    inactive_sessions = _off_loop(Memory.inactive_sessions)
     detect_topic_change = _off_loop(Memory.detect_topic_change)
     # writing
     save_message = _off_loop(Memory.save_message)
