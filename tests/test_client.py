@@ -277,3 +277,18 @@ def test_client_lifecycle_respects_tenants(tmp_path: Path) -> None:
                 with pytest.raises(PermissionDeniedError, match="tenant"):
                     admin()
     mem.close()
+def test_client_note_history_forget_and_audit(served: tuple[Memory, str]) -> None:
+    mem, url = served
+    with MemoryClient(url) as remote:
+        remote.create_session(session_id="hist", user_id="ana")
+        old = remote.add_note("Ana lives in Graz", session_id="hist", user_id="ana", slot="attr:city", value="Graz")
+        new = remote.add_note("Ana lives in Wien", session_id="hist", user_id="ana", slot="attr:city", value="Wien")
+        versions = remote.note_history(new.id or 0)
+        assert [v.text for v in versions] == ["Ana lives in Graz", "Ana lives in Wien"]
+        assert versions[0].valid_to is not None and versions[1].current
+        assert remote.forget_note(old.id or 0) == 2
+        with pytest.raises(NotFoundError):
+            remote.note_history(new.id or 0)
+        entry = remote.audit_log(session_id="hist")[0]
+        assert (entry.action, entry.allowed, entry.detail["note_id"]) == ("forget_note", True, old.id)
+        assert mem.audit_log(session_id="hist")[0].id == entry.id

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from memlane import Memory
+from memlane.errors import NotFoundError
 from memlane.eval.locomo_data import load_conversation
 from memlane.server.auth import key_store_for
 from memlane.server.tenancy import Caller, TenantView
@@ -77,16 +78,22 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+def _ready_page(browser: Any, url: str, errors: list[str], width: int = 1400, height: int = 1000) -> Any:
+    """A page on the inspector, loaded, collecting script errors into ``errors``."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(url + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    return page
+
+
 def test_inspector_click_through(tmp_path: Path, browser: Any) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     mem = open_memory(tmp_path / "inspector.db")
     data = load_data(mem)
     errors: list[str] = []
     with running_server(mem) as url:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(url + "/")
-        page.wait_for_selector("body[data-ready='1']")
+        page = _ready_page(browser, url, errors, height=900)
         assert page.locator(".session-item").count() == data["sessions"]
         assert "no auth" in page.locator("#who").inner_text()
 
@@ -224,5 +231,193 @@ def test_empty_inspector_points_to_the_demo_which_fills_it(tmp_path: Path, brows
         page.wait_for_selector(".session-item[data-session='demo-session']")
         page.click(".session-item[data-session='demo-session']")
         expect(page.locator("#transcript")).to_contain_text("vegetarian")
+        page.close()
+    mem.close()
+
+
+def _shot(page: Any, name: str, **options: Any) -> Path:
+    """Save a screenshot under test-artifacts/ (git-ignored) and say where it went."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path), **options)
+    print(f"screenshot: {path}")
+    return path
+
+
+def _confirm(page: Any) -> None:
+    page.wait_for_selector("#confirm-dialog:not([hidden])")
+    page.click("#confirm-ok")
+    page.wait_for_selector("#confirm-dialog[hidden]", state="attached")
+
+
+def _fully_visible(page: Any, selector: str, width: int) -> bool:
+    box = page.locator(selector).bounding_box()
+    return bool(page.locator(selector).is_visible() and box and box["x"] >= 0 and box["x"] + box["width"] <= width)
+
+
+def test_titles_recalled_labels_and_narrow_header(tmp_path: Path, browser: Any) -> None:
+    mem = open_memory(tmp_path / "titles.db")
+    load_data(mem)
+    # An untitled conversation: named after its first user message, in the list and its header.
+    mem.create_session(session_id="untitled-1", user_id="ana")
+    mem.add("untitled-1", "Can you suggest a vegetarian restaurant in Lisbon near the river?", role="user")
+    mem.add("untitled-1", "Try Ao 26 Vegan Food Project.", role="assistant")
+    mem.add("untitled-1", "What did I say about my diet before?", role="user")
+    mem.flush(30)
+    errors: list[str] = []
+    with running_server(mem) as url:
+        page = _ready_page(browser, url, errors)
+        item = page.locator(".session-item[data-session='untitled-1'] .t")
+        assert item.inner_text().startswith("Can you suggest a vegetarian restaurant")
+        assert "derived" in (item.get_attribute("class") or "")
+        assert page.locator(".session-item[data-session='trip'] .t").inner_text() == "Trip planning"
+        assert mem.get_session("untitled-1").title is None  # derived for display, stored data untouched
+        for side in ("#search-form button", "#key-button"):
+            assert _fully_visible(page, side, 1400), side
+        _shot(page, "inspector-1400-sessions.png")
+
+        # the packet labels each recalled hit by where it came from
+        page.click(".session-item[data-session='untitled-1']")
+        page.wait_for_selector("#transcript")
+        assert page.locator(".s-title").inner_text().startswith("Can you suggest a vegetarian")
+        page.click(".tab[data-tab='context']")
+        page.fill("#context-query", "vegetarian diet Lisbon")
+        page.fill("#context-budget", "2000")
+        page.click("#context-build")
+        expect(page.locator(".budget")).to_contain_text("/ 2000 tokens", timeout=30_000)
+        packet = page.request.post(url + "/v1/sessions/untitled-1/context",
+                                   data={"query": "vegetarian diet Lisbon", "max_tokens": 2000}).json()
+        others = [r for r in packet["recalled"] if not r["same_session"]]
+        here = [r for r in packet["recalled"] if r["same_session"]]
+        assert others, packet["recalled"]  # Ana's trip chat said vegetarian too
+        assert page.locator(".recalled-hit .badge.other").count() == len(others)
+        assert page.locator(".recalled-hit .badge.here").count() == len(here)
+        assert "other session: Trip planning" in page.locator("#context-out").inner_text()
+        assert f"{len(others)} from other sessions" in (page.locator("#context-out").text_content() or "")
+        _shot(page, "inspector-1400-context-recalled.png", full_page=True)
+        page.close()
+
+        narrow = _ready_page(browser, url, errors, width=420, height=900)
+        narrow.goto(url + "/#/session/trip/transcript")
+        narrow.wait_for_selector("#transcript")
+        for side in ("#search-form button", "#key-button", "#search-input"):
+            assert _fully_visible(narrow, side, 420), side
+        assert narrow.evaluate("document.documentElement.scrollWidth") <= 420
+        _shot(narrow, "inspector-420-transcript.png")
+        narrow.fill("#search-input", "Piranesi")
+        narrow.click("#search-form button")
+        narrow.wait_for_selector("#search-results .hit")
+        _shot(narrow, "inspector-420-search.png")
+        narrow.close()
+    assert errors == []
+    mem.close()
+
+
+def test_actions_confirmed_audited_and_gone_everywhere(tmp_path: Path, browser: Any) -> None:
+    mem = open_memory(tmp_path / "actions.db")
+    load_data(mem)
+    note = mem.add_note("Ana is vegetarian", session_id="trip", user_id="ana", slot="diet", value="vegetarian")
+    newer = mem.add_note("Ana is vegan now", session_id="trip", user_id="ana", slot="diet", value="vegan")
+    assert newer.lineage_id == note.lineage_id and newer.id != note.id
+    weather = next(m for m in mem.load_session("trip") if m.content == "What's the weather like then?")
+    errors: list[str] = []
+    with running_server(mem) as url:
+        page = _ready_page(browser, url, errors)
+        page.goto(url + "/#/session/trip/transcript")
+        page.wait_for_selector("#transcript")
+        target = page.locator(f"#msg-{weather.id}")
+
+        # cancelled: nothing changes
+        target.locator("button.pin").click()
+        page.wait_for_selector("#confirm-dialog:not([hidden])")
+        page.click("#confirm-cancel")
+        assert not mem.get_message(weather.id or 0).pinned
+
+        # pin, then unpin
+        target.locator("button.pin").click()
+        _confirm(page)
+        expect(page.locator(f"#msg-{weather.id} .badge", has_text="pinned")).to_be_visible()
+        assert mem.get_message(weather.id or 0).pinned and mem.get_message(weather.id or 0).importance == 1.0
+        expect(page.locator("#toast")).to_contain_text("audit log")
+        _shot(page, "inspector-action-pinned.png")
+        page.locator(f"#msg-{weather.id} button.pin").click()
+        _confirm(page)
+        expect(page.locator(f"#msg-{weather.id} button.pin")).to_have_text("Pin")
+        assert not mem.get_message(weather.id or 0).pinned
+
+        # forget one message: gone from the page, the API and search
+        page.locator(f"#msg-{weather.id} button.forget").click()
+        expect(page.locator("#confirm-text")).to_contain_text("weather like then")
+        _shot(page, "inspector-action-confirm.png")
+        page.click("#confirm-ok")
+        expect(page.locator(f"#msg-{weather.id}")).to_have_count(0)
+        assert page.request.get(f"{url}/v1/messages/{weather.id}").status == 404
+        hits = page.request.post(url + "/v1/search", data={"query": "weather like then"}).json()["hits"]
+        assert weather.id not in [h["message"]["id"] for h in hits]
+
+        # notes: current version with slot/value/sources, its history, then removal
+        page.click(".tab[data-tab='memory']")
+        card = page.locator(f".note[data-note='{newer.id}']")
+        expect(card).to_contain_text("Ana is vegan now")
+        expect(card.locator(".slot")).to_contain_text("diet = vegan")
+        assert page.locator(f".note[data-note='{note.id}']").count() == 0  # superseded: history only
+        card.locator("button.history").click()
+        expect(card.locator(".note-history li.superseded")).to_contain_text("Ana is vegetarian")
+        expect(card.locator(".note-history li.current")).to_contain_text("Ana is vegan now")
+        expect(page.locator("#state")).to_contain_text("Open loops")
+        _shot(page, "inspector-notes-history.png", full_page=True)
+        card.locator("button.remove").click()
+        _confirm(page)
+        expect(page.locator(f".note[data-note='{newer.id}']")).to_have_count(0)
+        page.wait_for_selector("#notes")
+        expect(page.locator("#notes")).not_to_contain_text("Ana is vegan now")
+        with pytest.raises(NotFoundError):
+            mem.note_history(note.id or 0)
+        assert page.request.get(f"{url}/v1/notes/{newer.id}/history").status == 404
+
+        # the audit tab lists every change made here, newest first
+        page.click(".tab[data-tab='audit']")
+        page.wait_for_selector("#audit")
+        actions = [e.action for e in mem.audit_log(session_id="trip")]
+        assert actions[:4] == ["forget_note", "forget_message", "unpin_message", "pin_message"]
+        assert all(e.actor_id == "loopback" and e.allowed for e in mem.audit_log(session_id="trip"))
+        expect(page.locator("#audit")).to_contain_text("forget_message")
+        _shot(page, "inspector-audit.png")
+
+        # forget the whole session: gone from the list, the API and search
+        page.click(".forget-session")
+        _confirm(page)
+        expect(page.locator(".session-item[data-session='trip']")).to_have_count(0)
+        expect(page.locator(".empty")).to_be_visible()
+        assert page.request.get(f"{url}/v1/sessions/trip").status == 404
+        hits = page.request.post(url + "/v1/search", data={"query": "vegetarian Lisbon"}).json()["hits"]
+        assert all(h["message"]["session_id"] != "trip" for h in hits)
+        assert [e.action for e in mem.audit_log(limit=1)] == ["forget_session"]
+        page.close()
+    assert errors == []
+    mem.close()
+
+
+def test_action_with_a_key_of_another_tenant_is_refused(tmp_path: Path, browser: Any) -> None:
+    mem = open_memory(tmp_path / "tenants.db")
+    acme, other = new_key(mem, "acme"), new_key(mem, "other")
+    TenantView(mem, Caller("acme")).store_interaction("acme secret plan", "noted", session_id="acme-1")
+    msg = mem.load_session("acme-1")[0]
+    with running_server(mem, keys=key_store_for(mem.store), require_auth=True) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/#/session/acme-1/transcript")
+        page.fill("#key-input", acme)
+        page.click("#key-form button[type=submit]")
+        page.wait_for_selector(f"#msg-{msg.id}")
+        # the key is swapped for another tenant's (another tab, a pasted key) before acting
+        page.evaluate("key => localStorage.setItem('memlane.key', key)", other)
+        page.locator(f"#msg-{msg.id} button.forget").click()
+        _confirm(page)
+        expect(page.locator("#toast.bad")).to_contain_text("Refused")
+        _shot(page, "inspector-action-refused.png")
+        assert mem.get_message(msg.id or 0).content == "acme secret plan"
+        refused = [e for e in mem.audit_log() if e.action == "forget_message"]
+        assert len(refused) == 1 and not refused[0].allowed and refused[0].result == "not_found"
+        assert refused[0].tenant_id == "other" and refused[0].session_id is None
         page.close()
     mem.close()

@@ -37,7 +37,7 @@ from memlane.context.budget import BudgetReport
 from memlane.context.window import Window
 from memlane.items import is_item
 from memlane.models import Message, SearchHit, Session, Turn
-from memlane.notes.models import Facet, Note
+from memlane.notes.models import AuditEntry, Facet, Note
 from memlane.rooms.handler import CommandResult
 
 MessageInput = Message | Mapping[str, Any]
@@ -63,6 +63,7 @@ LOCAL_ONLY: dict[str, str] = {
     "start_background_work": "the server starts its background work itself when it starts",
     "sessions": "the SessionManager object lives in the server process (its calls are "
     "active_session_for, get_active_session, auto_expire_sessions, detect_topic_change)",
+    "audit": "the server writes audit entries itself, for every change made through it",
     "token_encoding_of": "the token-count cache of the store's own process; the server counts tokens itself",
     "inactive_sessions": "cross-tenant listing for prune_old_sessions; run it on the server host",
     "add_observer": "callbacks run in the process that owns the store",
@@ -176,6 +177,13 @@ def note_from_dict(d: Mapping[str, Any]) -> Note:
             value = _time(value)
         values[key] = value
     return Note(**values)
+
+
+def audit_from_dict(d: Mapping[str, Any]) -> AuditEntry:
+    names = {f.name for f in dataclasses.fields(AuditEntry)}
+    values: dict[str, Any] = {k: v for k, v in d.items() if k in names}
+    values["at"] = _time(values["at"])
+    return AuditEntry(**values)
 
 
 class RemoteContextPacket:
@@ -485,6 +493,15 @@ class MemoryClient:
 
     def add_note(self, text: str, **fields: Any) -> Note:
         return note_from_dict(self._call("POST", "/v1/notes", json=_clean({"text": text, **fields})))
+
+    def forget_note(self, note_id: int) -> int:
+        """Delete a note with every version of it (audited by the server)."""
+        return int(self._call("DELETE", f"/v1/notes/{int(note_id)}")["count"])
+
+    def audit_log(self, *, session_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The audit log of this key's tenant, newest first."""
+        data = self._call("GET", "/v1/audit", params={"session_id": session_id, "limit": limit})
+        return [audit_from_dict(e) for e in data["entries"]]
 
     def facets(
         self, session_id: str | None = None, kind: str | None = None, *,

@@ -54,7 +54,7 @@ from memlane.tokens import TokenCounter, counts_cheaply, get_counter
 
 if TYPE_CHECKING:
     from memlane.context.packet import ContextPacket
-    from memlane.notes.models import Facet, Note
+    from memlane.notes.models import AuditEntry, Facet, Note
     from memlane.notes.service import NotesService
     from memlane.rooms.handler import CommandResult
     from memlane.rooms.lifecycle import MaintainReport
@@ -904,6 +904,18 @@ class Memory:
     def note_history(self, note_id: int) -> list[Note]:
         """Every version of a note, oldest first: how it changed and when."""
         return self._notes().history(note_id)
+
+    def forget_note(self, note_id: int) -> int:
+        """Delete a note with every version of it; how many versions went."""
+        return self._notes().forget_note(note_id)
+
+    def audit(self, entry: AuditEntry) -> AuditEntry:
+        """Write one entry to the audit log (who changed memory, what, and the result)."""
+        return self._notes().store.append_audit(entry)
+
+    def audit_log(self, *, session_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The audit log, newest first."""
+        return self._notes().store.list_audit(session_id=session_id, limit=limit)
 
     def facets(
         self, session_id: str | None = None, kind: str | None = None, *,

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from pydantic import AfterValidator
 
+from memlane.models import Session
 from memlane.server import schemas as s
 from memlane.server.errors import ApiError
 from memlane.server.tenancy import Caller, TenantView, features
@@ -94,12 +95,16 @@ def list_sessions(
         "metadata": s.metadata_filter(metadata) if metadata is not None else None,
     }
     found = v.list_sessions(limit=limit, offset=offset, **{k: x for k, x in filters.items() if x is not None})
-    return {"sessions": [x.to_dict() for x in found]}
+    return {"sessions": [_session_out(v, x) for x in found]}
+
+
+def _session_out(v: TenantView, session: Session) -> dict[str, Any]:
+    return {**session.to_dict(), "display_title": v.display_title(session)}
 
 
 @router.get("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_ERRORS)
 def get_session(session_id: SessionId, v: View) -> dict[str, Any]:
-    return v.session(session_id).to_dict()
+    return _session_out(v, v.session(session_id))
 
 
 @router.patch("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_ERRORS)
@@ -290,7 +295,7 @@ def search(body: s.SearchIn, v: View) -> dict[str, Any]:
         item = h.to_dict()
         if item.get("session_title") is None:
             found = v.mem.store.get_session(h.message.session_id)
-            item["session_title"] = found.title if found else None
+            item["session_title"] = v.display_title(found) if found else None
         out.append(item)
     return {"hits": out}
 
@@ -348,6 +353,24 @@ def list_notes(
     filters: dict[str, Any] = {"user_id": user_id, "kind": kind, "include_history": include_history, "limit": limit}
     found = v.notes(query, session_id=session_id, **{k: x for k, x in filters.items() if x is not None})
     return {"notes": [_jsonable(n) for n in found]}
+
+
+NoteId = Annotated[int, Path(ge=1, le=2**62)]
+
+
+@router.delete("/notes/{note_id}", response_model=s.Count, tags=["notes"],
+               responses={404: {"description": "Unknown note (or one of another tenant)"}})
+def forget_note(note_id: NoteId, v: View) -> dict[str, Any]:
+    """Delete a note with every version of it (audited)."""
+    return {"count": v.forget_note(note_id)}
+
+
+@router.get("/audit", response_model=s.AuditList, tags=["notes"], responses=_ERRORS)
+def audit_log(
+    v: View, session_id: OptIdent = None, limit: Annotated[int, Query(ge=1, le=s.MAX_LIST)] = 100,
+) -> dict[str, Any]:
+    """Who changed memory (commands said in a conversation, and actions through this API), newest first."""
+    return {"entries": [e.to_dict() for e in v.audit_log(session_id=session_id, limit=limit)]}
 
 
 @router.get("/sessions/{session_id}/facets", response_model=s.FacetList, tags=["notes"],

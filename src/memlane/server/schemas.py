@@ -226,6 +226,9 @@ class NoteIn(_In):
     kind: Ident | None = None
     importance: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
     metadata: JsonObject | None = None
+    slot: ShortText | None = Field(None, description='What single thing it states ("attr:city"): a newer note '
+                                   "about the same slot supersedes this one, which stays in its history.")
+    value: ShortText | None = None
 
 
 class CommandIn(_In):
@@ -275,6 +278,7 @@ class SessionOut(BaseModel):
     updated_at: datetime
     last_active_at: datetime
     message_count: int
+    display_title: str | None = None  # title, else the start of the first user message
 
 
 class SessionList(BaseModel):
@@ -357,6 +361,25 @@ class HitOut(BaseModel):
 
 class SearchOut(BaseModel):
     hits: list[HitOut]
+
+
+class AuditOut(BaseModel):
+    id: int | None
+    at: datetime
+    tenant_id: str
+    session_id: str | None
+    actor_id: str | None
+    actor_name: str | None
+    is_anchor: bool
+    action: str
+    allowed: bool
+    result: str
+    command: str | None
+    detail: JsonObject
+
+
+class AuditList(BaseModel):
+    entries: list[AuditOut]
 
 
 class Count(BaseModel):

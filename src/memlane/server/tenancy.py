@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -27,6 +27,11 @@ from memlane.errors import (
 )
 from memlane.memory import Memory
 from memlane.models import Message, SearchHit, Session, Turn
+from memlane.notes.models import AuditEntry
+from memlane.text import snippet as snippet_of
+
+#: How much of the first user message names an untitled session.
+TITLE_CHARS = 60
 
 #: Optional Memory methods other parts of memlane add; the server exposes them when present.
 OPTIONAL_FEATURES = {
@@ -114,9 +119,21 @@ class TenantView:
         self.session(session_id)
         return self.mem.end_session(session_id)
 
+    def display_title(self, session: Session) -> str | None:
+        """The title, or for an untitled session the start of its first user message (what
+        people recognise a conversation by); None while it has none."""
+        if session.title:
+            return session.title
+        for msg in self.mem.store.iter_messages(session.id, batch=8, include_hidden=True):
+            if msg.role == "user" and msg.content.strip():
+                return snippet_of(" ".join(msg.content.split()), "", TITLE_CHARS)
+        return None
+
     def delete_session(self, session_id: str) -> bool:
-        self.session(session_id)
-        return self.mem.delete_session(session_id)
+        with self._audited("forget_session", session_id=session_id) as detail:
+            self.session(session_id)
+            detail["messages"] = self.mem.store.count_messages(session_id)
+            return self.mem.delete_session(session_id)
 
     def clear_session(self, session_id: str) -> int:
         self.session(session_id)
@@ -194,14 +211,60 @@ class TenantView:
         return msg
 
     def update_message(self, message_id: int, *, importance: float | None, pinned: bool | None) -> Message:
-        msg = self.message(message_id)
-        return self.mem.store.update_message(
-            message_id, importance=msg.importance if importance is None else importance, pinned=pinned
-        )
+        action = "pin_message" if pinned else "unpin_message" if pinned is False else "mark_important"
+        with self._audited(action, message_id=message_id) as detail:
+            msg = self.message(message_id)
+            detail["session_id"] = msg.session_id
+            if importance is not None:
+                detail["importance"] = importance
+            return self.mem.store.update_message(
+                message_id, importance=msg.importance if importance is None else importance, pinned=pinned
+            )
 
     def forget_message(self, message_id: int) -> int:
-        self.message(message_id)
-        return self.mem.forget_messages([message_id])
+        with self._audited("forget_message", message_id=message_id) as detail:
+            detail["session_id"] = self.message(message_id).session_id
+            return self.mem.forget_messages([message_id])
+
+    # ------------------------------------------------------------ audit
+
+    @contextlib.contextmanager
+    def _audited(self, action: str, *, session_id: str | None = None,
+                 message_id: int | None = None, note_id: int | None = None) -> Iterator[dict[str, Any]]:
+        """Write one audit entry for a change made through the API: who (the key), what, the
+        result. A target another tenant owns is refused as "not found" and audited as such,
+        in the caller's tenant, without anything of the other tenant."""
+        detail: dict[str, Any] = {}
+        targets = {"message_id": message_id, "note_id": note_id}
+        detail.update({k: v for k, v in targets.items() if v is not None})
+        try:
+            yield detail
+        except NotFoundError:
+            self._write_audit(action, session_id, allowed=False, result="not_found", detail=detail)
+            raise
+        self._write_audit(action, session_id or detail.pop("session_id", None), allowed=True, result="ok",
+                          detail=detail)
+
+    def _write_audit(self, action: str, session_id: str | None, *, allowed: bool, result: str,
+                     detail: dict[str, Any]) -> None:
+        detail = {k: v for k, v in detail.items() if k != "session_id"}
+        actor = f"api-key:{self.caller.key_id}" if self.caller.key_id else "loopback"
+        entry = AuditEntry(
+            action=action, actor_id=actor, actor_name="inspector/API", is_anchor=False, allowed=allowed,
+            result=result, session_id=session_id if allowed else None, tenant_id=self.caller.write_tenant,
+            detail=detail if allowed else {**detail, "target": session_id} if session_id else detail,
+        )
+        with contextlib.suppress(InvalidInputError):  # a store without notes keeps no audit log
+            self.mem.audit(entry)
+
+    def audit_log(self, *, session_id: str | None, limit: int) -> list[AuditEntry]:
+        if session_id is not None:
+            self.session(session_id)
+        try:
+            entries = self.mem.audit_log(session_id=session_id, limit=limit)
+        except InvalidInputError:
+            return []
+        return [e for e in entries if self.caller.tenant is None or e.tenant_id == self.caller.tenant]
 
     # ------------------------------------------------------------ search and context
 
@@ -266,6 +329,15 @@ class TenantView:
         if self.caller.tenant is not None and any(getattr(n, "tenant_id", None) != self.caller.tenant for n in versions):
             raise NotFoundError(f"note {note_id} does not exist")  # another tenant's note
         return versions
+
+    def forget_note(self, note_id: int) -> int:
+        """Delete a note with all its versions (the tenant check is note_history's)."""
+        with self._audited("forget_note", note_id=note_id) as detail:
+            versions = self.note_history(note_id)
+            if not versions:
+                raise NotFoundError(f"note {note_id} does not exist")
+            detail["session_id"] = versions[-1].session_id
+            return self.mem.forget_note(note_id)
 
     def handle_command(self, session_id: str, text: str, author_id: str | None, *,
                        author_name: str | None = None) -> Any:

@@ -63,6 +63,8 @@ async function api(method, path, body) {
 }
 
 const enc = encodeURIComponent;
+// An untitled session is named after its first user message (the server's display_title).
+const titleOf = (s) => s.title || s.display_title || s.id;
 const view = () => document.getElementById("view");
 
 function showError(target, error) {
@@ -108,14 +110,14 @@ async function loadSessions() {
 function renderSessions() {
   const needle = document.getElementById("session-filter").value.trim().toLowerCase();
   const sort = document.getElementById("session-sort").value;
-  let rows = state.sessions.filter((s) => !needle || [s.id, s.title, s.user_id, s.agent_id, s.tenant_id]
+  let rows = state.sessions.filter((s) => !needle || [s.id, s.display_title, s.user_id, s.agent_id, s.tenant_id]
     .some((v) => v && String(v).toLowerCase().includes(needle)));
   const activity = (s) => new Date(s.last_active_at).getTime();
   const sorters = {
     recent: (a, b) => activity(b) - activity(a),
     oldest: (a, b) => activity(a) - activity(b),
     messages: (a, b) => b.message_count - a.message_count,
-    title: (a, b) => (a.title || a.id).localeCompare(b.title || b.id),
+    title: (a, b) => titleOf(a).localeCompare(titleOf(b)),
   };
   rows = rows.sort(sorters[sort] || sorters.recent);
   document.getElementById("session-count").textContent = `(${rows.length})`;
@@ -125,7 +127,8 @@ function renderSessions() {
     "data-session": s.id,
     onclick: () => { location.hash = `#/session/${enc(s.id)}/transcript`; },
   },
-  el("div", { class: "t", text: s.title || s.id }),
+  el("div", { class: "t" + (s.title ? "" : " derived"), text: titleOf(s),
+    title: s.title ? null : "untitled: named after its first user message" }),
   el("div", { class: "m" },
     el("span", { class: `badge ${s.status}`, text: s.status }),
     s.user_id ? el("span", { text: `user ${s.user_id}` }) : null,
@@ -145,29 +148,36 @@ function renderSessions() {
 async function openSession(sessionId, tab) {
   state.selected = sessionId;
   state.tab = tab || "transcript";
+  const current = state.tab;
   renderSessions();
   const node = document.getElementById("tpl-session").content.cloneNode(true);
   const root = node.querySelector(".session-view");
+  // The tabs work at once, before the session has loaded (a click must never hit a dead link).
+  for (const link of root.querySelectorAll(".tab")) {
+    link.classList.toggle("active", link.dataset.tab === current);
+    link.href = `#/session/${enc(sessionId)}/${link.dataset.tab}`;
+  }
   view().replaceChildren(root);
   let session;
   try {
     session = await api("GET", `/v1/sessions/${enc(sessionId)}`);
   } catch (error) {
-    showError(view(), error);
+    if (root.isConnected) showError(view(), error);
     return;
   }
-  root.querySelector(".s-title").textContent = session.title || session.id;
+  if (!root.isConnected) return;  // another view replaced this one meanwhile
+  root.querySelector(".s-title").textContent = titleOf(session);
+  root.querySelector(".s-title").classList.toggle("derived", !session.title);
+  root.querySelector(".forget-session").addEventListener("click", () => forgetSession(session));
   root.querySelector(".s-meta").textContent = [
     `id ${session.id}`, session.user_id && `user ${session.user_id}`, session.agent_id && `agent ${session.agent_id}`,
     `tenant ${session.tenant_id}`, session.status, `${session.message_count} messages`,
     `created ${when(session.created_at)}`, `active ${ago(session.last_active_at)}`,
   ].filter(Boolean).join(" · ");
-  for (const link of root.querySelectorAll(".tab")) {
-    link.classList.toggle("active", link.dataset.tab === state.tab);
-    link.href = `#/session/${enc(sessionId)}/${link.dataset.tab}`;
-  }
   const body = root.querySelector(".tab-body");
-  if (state.tab === "context") renderContextForm(body, session);
+  if (current === "context") renderContextForm(body, session);
+  else if (current === "memory") await renderMemory(body, session);
+  else if (current === "audit") await renderAudit(body, session);
   else await renderTranscript(body, session);
 }
 
@@ -181,7 +191,7 @@ function renderToolCalls(calls) {
   });
 }
 
-function messageNode(m) {
+function messageNode(m, actions) {
   const author = m.author_name || m.author_id;
   return el("div", {
     class: `msg ${m.role}${m.hidden ? " hidden" : ""}${state.highlight === m.id ? " highlight" : ""}`,
@@ -195,7 +205,13 @@ function messageNode(m) {
     m.pinned ? el("span", { class: "badge", text: "pinned" }) : null,
     m.importance > 0 ? el("span", { class: "badge", text: `importance ${m.importance}` }) : null,
     m.hidden ? el("span", { class: "badge", text: "cleared" }) : null,
-    el("span", { class: "muted", text: `#${m.id} · ${m.token_count ?? "?"} tok` })),
+    el("span", { class: "muted", text: `#${m.id} · ${m.token_count ?? "?"} tok` }),
+    actions ? el("span", { class: "msg-actions" },
+      el("button", { class: "ghost small pin", type: "button", text: m.pinned ? "Unpin" : "Pin",
+        title: m.pinned ? "No longer keep this message in every context packet" : "Keep this message in context as important",
+        onclick: () => togglePin(m) }),
+      el("button", { class: "ghost small danger forget", type: "button", text: "Forget",
+        title: "Delete this message and what was learned from it", onclick: () => forgetMessage(m) })) : null),
   m.content ? el("div", { class: "content", text: m.content }) : null,
   ...(m.tool_calls ? renderToolCalls(m.tool_calls) : []));
 }
@@ -231,7 +247,7 @@ async function renderTranscript(body, session) {
       nodes.push(el("div", { class: "turn-sep", "data-turn": m.turn_id || "" }, label));
     }
     lastTurn = m.turn_id;
-    nodes.push(messageNode(m));
+    nodes.push(messageNode(m, true));
   }
   if (!messages.messages.length) nodes.push(el("p", { class: "muted", text: "no messages yet" }));
   body.replaceChildren(el("div", { id: "transcript" }, nodes));
@@ -239,6 +255,170 @@ async function renderTranscript(body, session) {
     const target = document.getElementById(`msg-${state.highlight}`);
     if (target) target.scrollIntoView({ block: "center" });
   }
+}
+
+// ------------------------------------------------------------------ actions (confirmed, audited by the server)
+
+function confirmAction(title, text, okLabel) {
+  const dialog = document.getElementById("confirm-dialog");
+  document.getElementById("confirm-title").textContent = title;
+  document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-ok").textContent = okLabel || "Confirm";
+  dialog.hidden = false;
+  document.getElementById("confirm-cancel").focus();
+  return new Promise((resolve) => {
+    const done = (answer) => (event) => {
+      if (event) event.preventDefault();
+      dialog.hidden = true;
+      document.getElementById("confirm-form").onsubmit = null;
+      document.getElementById("confirm-cancel").onclick = null;
+      resolve(answer);
+    };
+    document.getElementById("confirm-form").onsubmit = done(true);
+    document.getElementById("confirm-cancel").onclick = done(false);
+  });
+}
+
+function toast(text, isError) {
+  const node = document.getElementById("toast");
+  node.textContent = text;
+  node.className = "toast" + (isError ? " bad" : "");
+  node.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { node.hidden = true; }, 6000);
+}
+
+// Runs one change after the person confirmed it; the page is redrawn from the server afterwards.
+async function act({ title, text, ok, method, path, body, done, next }) {
+  if (!(await confirmAction(title, text, ok))) return false;
+  try {
+    await api(method, path, body);
+  } catch (error) {
+    toast(`Refused: ${error.message}`, true);
+    return false;
+  }
+  toast(`${done} (written to the audit log)`);
+  await loadSessions();
+  if (next) location.hash = next;  // the hashchange redraws the view
+  else await route();
+  return true;
+}
+
+async function forgetSession(session) {
+  await act({
+    title: "Forget this session?", ok: "Forget session",
+    text: `“${titleOf(session)}”: its ${session.message_count} messages, summaries, state and the notes learned `
+      + "in it are deleted from disk. This cannot be undone.",
+    method: "DELETE", path: `/v1/sessions/${enc(session.id)}`, done: `Forgot session ${titleOf(session)}`, next: "#/",
+  });
+}
+
+function forgetMessage(m) {
+  return act({
+    title: `Forget message #${m.id}?`, ok: "Forget message",
+    text: `“${(m.content || "").slice(0, 160)}” and what was learned from it are deleted from disk.`,
+    method: "DELETE", path: `/v1/messages/${m.id}`, done: `Forgot message #${m.id}`,
+  });
+}
+
+function togglePin(m) {
+  const pin = !m.pinned;
+  return act({
+    title: pin ? `Pin message #${m.id} as important?` : `Unpin message #${m.id}?`, ok: pin ? "Pin" : "Unpin",
+    text: pin ? "It is kept in every context packet of this session and promoted to long-term notes."
+      : "It is no longer kept in every context packet.",
+    method: "PATCH", path: `/v1/messages/${m.id}`, body: pin ? { pinned: true, importance: 1 } : { pinned: false },
+    done: pin ? `Pinned message #${m.id}` : `Unpinned message #${m.id}`,
+  });
+}
+
+function forgetNote(note) {
+  return act({
+    title: `Remove note #${note.id}?`, ok: "Remove note",
+    text: `“${note.text}” and all its earlier versions are deleted.`,
+    method: "DELETE", path: `/v1/notes/${note.id}`, done: `Removed note #${note.id}`,
+  });
+}
+
+// ------------------------------------------------------------------ notes, state, audit
+
+function sourceLinks(note) {
+  if (!note.source_ids || !note.source_ids.length || !note.session_id) return el("span", { class: "muted", text: "no source messages" });
+  return el("span", {}, "from ", note.source_ids.flatMap((id, i) => [i ? ", " : null,
+    el("a", { class: "source", href: `#/session/${enc(note.session_id)}/transcript/${id}`, text: `#${id}` })]));
+}
+
+function noteCard(note) {
+  const history = el("div", { class: "note-history" });
+  const card = el("div", { class: "note", "data-note": note.id },
+    el("div", { class: "note-text", text: note.text }),
+    el("div", { class: "note-meta muted" },
+      note.slot ? el("span", { class: "slot" }, el("b", { text: note.slot }), note.value ? ` = ${note.value}` : "") : null,
+      el("span", { text: note.kind }),
+      el("span", { text: `importance ${Number(note.importance).toFixed(2)}` }),
+      el("span", { title: note.valid_from, text: `valid from ${when(note.valid_from)}` }),
+      note.user_id ? el("span", { text: `about ${note.user_id}` }) : null,
+      sourceLinks(note)),
+    el("div", { class: "row" },
+      el("button", { class: "ghost small history", type: "button", text: "History",
+        onclick: () => showHistory(note, history) }),
+      el("button", { class: "ghost small danger remove", type: "button", text: "Remove", onclick: () => forgetNote(note) })),
+    history);
+  return card;
+}
+
+async function showHistory(note, target) {
+  try {
+    const versions = (await api("GET", `/v1/notes/${note.id}/history`)).notes;
+    target.replaceChildren(el("b", { text: `${versions.length} version(s), oldest first` }),
+      el("ol", {}, versions.map((v) => el("li", { class: v.current ? "current" : "superseded" },
+        el("span", { text: v.text }), " ",
+        el("span", { class: "muted", text: `${when(v.valid_from)} → ${v.valid_to ? when(v.valid_to) : "now"}`
+          + (v.superseded_by ? ` · superseded by #${v.superseded_by}` : "") + (v.current ? " · current" : "") })))));
+  } catch (error) {
+    showError(target, error);
+  }
+}
+
+async function renderMemory(body, session) {
+  body.replaceChildren(el("p", { class: "muted", text: "loading…" }));
+  const [notes, st] = await Promise.all([
+    api("GET", `/v1/notes?session_id=${enc(session.id)}&limit=200`).catch((e) => e),
+    api("GET", `/v1/sessions/${enc(session.id)}/state`).catch((e) => e),
+  ]);
+  const notesBox = el("div", { id: "notes" });
+  if (notes instanceof Error) showError(notesBox, notes);
+  else if (!notes.notes.length) notesBox.append(el("p", { class: "muted", text: "No long-term notes this conversation sees yet." }));
+  else notesBox.append(...notes.notes.map(noteCard));
+  const stateBox = el("div", { id: "state", class: "card" }, el("h3", { text: "Session state" }));
+  if (st instanceof Error) showError(stateBox, st);
+  else {
+    stateBox.append(
+      el("div", { class: "muted", text: `status ${st.status} · ${st.turn_count} turns${st.last_intent ? " · last intent " + st.last_intent : ""}` }),
+      el("b", { text: "Topics" }), list(st.active_topics),
+      el("b", { text: "Open loops" }), list(st.open_loops),
+      el("b", { text: "Pending clarifications" }), list(st.pending_clarifications));
+  }
+  body.replaceChildren(el("div", { class: "ctx-grid" },
+    el("div", {}, el("h3", { text: "Notes this conversation sees" }), notesBox), stateBox));
+}
+
+async function renderAudit(body, session) {
+  body.replaceChildren(el("p", { class: "muted", text: "loading…" }));
+  let data;
+  try {
+    data = await api("GET", `/v1/audit?session_id=${enc(session.id)}&limit=200`);
+  } catch (error) {
+    showError(body, error);
+    return;
+  }
+  const rows = data.entries.map((e) => el("tr", {},
+    el("td", { title: e.at, text: when(e.at) }), el("td", { text: e.actor_name ? `${e.actor_name} (${e.actor_id})` : e.actor_id || "" }),
+    el("td", { text: e.action }), el("td", { text: e.allowed ? e.result : `refused: ${e.result}` }),
+    el("td", { text: Object.entries(e.detail || {}).map(([k, v]) => `${k} ${JSON.stringify(v)}`).join(" · ") })));
+  body.replaceChildren(rows.length ? el("table", { id: "audit", class: "table" },
+    el("tr", {}, ["when", "who", "action", "result", "detail"].map((h) => el("th", { text: h }))), rows)
+    : el("p", { class: "muted", text: "Nothing changed in this conversation's memory yet." }));
 }
 
 // ------------------------------------------------------------------ context packet
@@ -299,6 +479,12 @@ function list(items, render) {
     : el("p", { class: "muted", text: "—" });
 }
 
+function recalledHeading(recalled) {
+  const here = recalled.filter((r) => r.same_session).length;
+  const parts = [here && `${here} from this session`, recalled.length - here && `${recalled.length - here} from other sessions`];
+  return `Recalled (relevance 0-1)${recalled.length ? ": " + parts.filter(Boolean).join(", ") : ""}`;
+}
+
 function renderPacket(out, packet) {
   const budget = packet.budget || { sections: {}, used: 0, max_tokens: 0 };
   const entities = Object.entries(packet.resolved_entities_map || {});
@@ -316,12 +502,13 @@ function renderPacket(out, packet) {
     (packet.recent_turn_summaries || []).length ? el("h3", { text: "Turn summaries" }) : null,
     (packet.recent_turn_summaries || []).length ? list(packet.recent_turn_summaries) : null,
     el("h3", { text: "Notes" }), list(packet.notes),
-    el("h3", { text: "Recalled (relevance 0-1)" }),
-    list(packet.recalled, (r) => el("span", {},
+    el("h3", { text: recalledHeading(packet.recalled || []) }),
+    list(packet.recalled, (r) => el("span", { class: "recalled-hit" },
       el("span", { class: "hit-score", text: Number(r.score).toFixed(2) }), " ",
       // A hit from this very session is earlier in this conversation, not a past session.
-      el("span", { class: "muted", text: r.same_session ? "earlier in this session: "
-        : `from ${r.session_title || r.session_id}: ` }), r.message.content)));
+      r.same_session ? el("span", { class: "badge here", text: "this session" })
+        : el("span", { class: "badge other", text: `other session: ${r.session_title || r.session_id}` }),
+      " ", r.message.content)));
   const rendered = el("div", { class: "card rendered" }, el("h3", { text: "Messages sent to the model" }),
     (packet.messages || []).map((m, i) => messageNode({ ...m, id: `p${i}`, created_at: new Date().toISOString(),
       token_count: "", importance: 0 })));
@@ -375,7 +562,7 @@ async function route() {
     await runSearch(decodeURIComponent(raw.slice("/search/".length)));
     return;
   }
-  const match = raw.match(/^\/session\/([^/]+)\/?(transcript|context)?\/?(\d+)?$/);
+  const match = raw.match(/^\/session\/([^/]+)\/?(transcript|context|memory|audit)?\/?(\d+)?$/);
   if (match) {
     state.highlight = match[3] ? Number(match[3]) : null;
     await openSession(decodeURIComponent(match[1]), match[2] || "transcript");
@@ -384,6 +571,8 @@ async function route() {
   if (hash === "/" || hash === "") {
     state.selected = null;
     renderSessions();
+    view().replaceChildren(el("div", { class: "empty" }, el("h1", { text: "memlane" }),
+      el("p", { text: "Pick a session on the left to read its transcript, notes and context packet, or search everything that was said." })));
   }
 }
 
