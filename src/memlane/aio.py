@@ -140,6 +140,9 @@ class AsyncMemory(_OffLoop[Memory]):
     notes = _off_loop(Memory.notes)
     add_note = _off_loop(Memory.add_note)
     note_history = _off_loop(Memory.note_history)
+    forget_note = _off_loop(Memory.forget_note)
+    audit = _off_loop(Memory.audit)
+    audit_log = _off_loop(Memory.audit_log)
     facets = _off_loop(Memory.facets)
     # admin
     maintain = _off_loop(Memory.maintain)
@@ -195,6 +198,8 @@ class AsyncMemoryClient(_OffLoop[MemoryClient]):
     import_sessions = _off_loop(MemoryClient.import_sessions)
     flush = _off_loop(MemoryClient.flush)
     note_history = _off_loop(MemoryClient.note_history)
+    forget_note = _off_loop(MemoryClient.forget_note)
+    audit_log = _off_loop(MemoryClient.audit_log)
     archive_session = _off_loop(MemoryClient.archive_session)
     unarchive_session = _off_loop(MemoryClient.unarchive_session)
     active_session_for = _off_loop(MemoryClient.active_session_for)
