@@ -99,13 +99,11 @@ class AsyncMemory(_OffLoop[Memory]):
     clear_session = _off_loop(Memory.clear_session)
     inactive_sessions = _off_loop(Memory.inactive_sessions)
     prune_old_sessions = _off_loop(Memory.prune_old_sessions)
-    inactive_sessions = _off_loop(Memory.inactive_sessions)
     archive_session = _off_loop(Memory.archive_session)
     unarchive_session = _off_loop(Memory.unarchive_session)
     active_session_for = _off_loop(Memory.active_session_for)
     get_active_session = _off_loop(Memory.get_active_session)
     auto_expire_sessions = _off_loop(Memory.auto_expire_sessions)
-    inactive_sessions = _off_loop(Memory.inactive_sessions)
     detect_topic_change = _off_loop(Memory.detect_topic_change)
     # writing
     save_message = _off_loop(Memory.save_message)
