@@ -14,7 +14,7 @@ INTEGRATIONS := agents,langchain,langgraph,langgraph-conformance,llamaindex,pyda
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[server,postgres,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[server,postgres,encryption,dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -30,7 +30,8 @@ def open_memory(path: Path) -> Memory:
 @contextmanager
 def client_for(mem: Memory, **options: Any) -> Iterator[TestClient]:
     """In-process ASGI client (lifespan included) for fast REST tests."""
-    with TestClient(create_app(mem, **options), raise_server_exceptions=False) as client:
+    with TestClient(create_app(mem, **options), base_url="http://127.0.0.1",
+                    raise_server_exceptions=False) as client:
         yield client
 
 

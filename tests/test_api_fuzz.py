@@ -66,7 +66,7 @@ def test_no_server_errors_on_generated_input(tmp_path: Path) -> None:
     # Some real data, so generated ids sometimes meet existing rows.
     mem.create_session(session_id="s", title="seed")
     mem.store_interaction("hello there", "hi", session_id="s")
-    app = create_app(mem, mcp=False)
+    app = create_app(mem, mcp=False, allowed_hosts=["testserver"])  # the harness's Host
     calls, failures = _fuzz(app, None, examples=30)
     mem.close()
     _assert_every_operation_ran(calls, at_least=100)
@@ -76,7 +76,8 @@ def test_no_server_errors_on_generated_input(tmp_path: Path) -> None:
 def test_no_server_errors_with_keys(tmp_path: Path) -> None:
     mem = open_memory(tmp_path / "fuzz-keys.db")
     key = new_key(mem, "fuzz")
-    app = create_app(mem, keys=key_store_for(mem.store), require_auth=True, mcp=False)
+    app = create_app(mem, keys=key_store_for(mem.store), require_auth=True, mcp=False,
+                     allowed_hosts=["testserver"])
     calls, failures = _fuzz(app, auth(key), examples=8)
     mem.close()
     _assert_every_operation_ran(calls, at_least=50)

@@ -232,9 +232,7 @@ def test_forgetting_messages_forgets_their_notes_but_retention_keeps_them(mem: M
     assert len(mem.notes()) == 2
     mem.forget_messages([m1.id or 0])
     assert {n.text for n in mem.notes()} == {"JanHein works at CERN."}
-    service = mem.extensions["notes"]
-    with service.keep_notes():
-        mem.forget_messages([m2.id or 0])
+    mem.erase(message_ids=[m2.id or 0], keep_notes=True)
     assert {n.text for n in mem.notes()} == {"JanHein works at CERN."}
     assert mem.store.count_messages("room") == 0
 

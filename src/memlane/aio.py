@@ -112,6 +112,7 @@ class AsyncMemory(_OffLoop[Memory]):
     store_interaction = _off_loop(Memory.store_interaction)
     mark_important = _off_loop(Memory.mark_important)
     forget_messages = _off_loop(Memory.forget_messages)
+    erase = _off_loop(Memory.erase)
     # items (framework sessions)
     items = _off_loop(Memory.items)
     pop = _off_loop(Memory.pop)

@@ -107,6 +107,7 @@ def run_write_bench(
             recent.append(time.perf_counter() - t0)
         ours.close()
         close_raw()
+        encryption = _encryption_cost(Path(tmp), adds, min(history, 20_000), durability, say)
     add = _summary(mine)
     raw = _summary(base)
     bare_raw = _summary(bare)
@@ -124,6 +125,7 @@ def run_write_bench(
         "window_messages": len(window),
         "with_default_embedder": indexed,
         "store_interaction_checkpoint": turns,
+        "encryption": encryption,
     }
 
 
@@ -149,6 +151,62 @@ def _checkpoint_turns(
             m.close()
     sync, background = _summary(times["sync"]), _summary(times["background"])
     return {"turns": turns, "sync": sync, "background": background, **_ratios(sync, background)}
+
+
+def _interleaved(first: Callable[[int], object], second: Callable[[int], object], n: int) -> list[list[float]]:
+    """Seconds per call of ``first(i)`` and ``second(i)``, one after the other, ``n`` times."""
+    times: list[list[float]] = [[], []]
+    for i in range(n):
+        for slot, call in zip(times, (first, second), strict=True):
+            t0 = time.perf_counter()
+            call(i)
+            slot.append(time.perf_counter() - t0)
+    return times
+
+
+def _encryption_cost(
+    tmp: Path, adds: int, history: int, durability: str, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """add, window and search on a SQLCipher store beside the same on a plain one, interleaved."""
+    stores: list[Memory] = []
+    try:
+        for name, key in (("plain.db", None), ("encrypted.db", "bench passphrase")):
+            stores.append(Memory(tmp / f"enc-{name}", durability=durability, embedder="none", key=key))
+    except MemlaneError as exc:  # the encryption extra is not installed
+        for mem in stores:
+            mem.close()
+        return {"skipped": str(exc)}
+    plain, encrypted = stores
+    try:
+        say(f"timing {adds} adds on an encrypted store, interleaved with a plain one")
+        for mem in stores:
+            mem.create_session(session_id="bench")
+        msg = {"role": "user", "content": _TEXT}
+        on_enc, on_plain = _interleaved(lambda _i: encrypted.save_message("bench", msg),
+                                        lambda _i: plain.save_message("bench", msg), adds)
+        say(f"filling both with {history:,} messages")
+        batch = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{_TEXT} #{i} topic{i % 97}"}
+                 for i in range(1000)]
+        for mem in stores:
+            for _ in range(history // 1000):
+                mem.add_messages("bench", batch)
+            mem.flush(None)
+        say("timing window(4096) and search on both")
+        win_enc, win_plain = _interleaved(lambda _i: encrypted.window("bench", 4096),
+                                          lambda _i: plain.window("bench", 4096), 200)
+        queries = [f"vegetarian picnic topic{i % 97}" for i in range(200)]
+        s_enc, s_plain = _interleaved(lambda i: encrypted.search(queries[i]),
+                                      lambda i: plain.search(queries[i]), 200)
+    finally:
+        for mem in stores:
+            mem.close()
+    out: dict[str, Any] = {"history_messages": history}
+    for what, enc_s, plain_s in (("add", on_enc, on_plain), ("window_4096", win_enc, win_plain),
+                                 ("search", s_enc, s_plain)):
+        enc_f, plain_f = _summary(enc_s), _summary(plain_s)
+        out[what] = {"encrypted": enc_f, "plain": plain_f,
+                     **{k.replace("add_", ""): v for k, v in _ratios(enc_f, plain_f).items()}}
+    return out
 
 
 def _indexed_adds(
@@ -204,5 +262,13 @@ def format_table(result: dict[str, Any]) -> str:
         row("store_interaction, checkpoint in background", turns["background"])
     row(f"get_recent_messages(4096), {result['history_messages']:,} msgs",
         result["get_recent_messages_4096"])
+    enc = result.get("encryption") or {}
+    for what in ("add", "window_4096", "search"):
+        if what in enc:
+            fig = enc[what]
+            row(f"{what}, encrypted (SQLCipher)", fig["encrypted"], f"{fig['p50_ratio']} / {fig['p95_ratio']}")
+            row(f"{what}, plain (same phase)", fig["plain"])
+    if "skipped" in enc:
+        rows.append(("encrypted store", "skipped", "", enc["skipped"]))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)

@@ -64,6 +64,8 @@ LOCAL_ONLY: dict[str, str] = {
     "sessions": "the SessionManager object lives in the server process (its calls are "
     "active_session_for, get_active_session, auto_expire_sessions, detect_topic_change)",
     "audit": "the server writes audit entries itself, for every change made through it",
+    "erase": "no route: delete_session and forget_messages erase through it on the server; bulk retention "
+             "erasure (keep_notes) is the operator's memlane maintain",
     "token_encoding_of": "the token-count cache of the store's own process; the server counts tokens itself",
     "inactive_sessions": "cross-tenant listing for prune_old_sessions; run it on the server host",
     "add_observer": "callbacks run in the process that owns the store",

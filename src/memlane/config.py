@@ -70,6 +70,24 @@ class Settings(BaseModel):
     rag_enabled: bool = True
     rag_top_k: int = Field(8, ge=1, le=100)
     rag_min_score: float | None = Field(None, ge=0.0, le=1.0)
+    # Host names the server answers to (DNS-rebinding protection). None: the loopback
+    # names when bound to loopback (127.0.0.1, localhost, ::1), no check otherwise.
+    # Comma-separated works too: MEMLANE_ALLOWED_HOSTS=memory.internal,127.0.0.1
+    allowed_hosts: list[str] | None = None
+    # The environment variable holding the key of an encrypted SQLite store (SQLCipher,
+    # the `encryption` extra). The key itself is never a setting: it is not written to
+    # config files or shown by `memlane config`.
+    key_env: str = "MEMLANE_KEY"
+    # Tenants whose API keys may read /metrics (which counts every tenant's traffic) when
+    # the server requires keys: `memlane keys create --tenant admin` makes such a key.
+    admin_tenants: list[str] = Field(default_factory=lambda: ["admin"])
+
+    @field_validator("allowed_hosts", "admin_tenants", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [h.strip().lower() for h in value.split(",") if h.strip()]
+        return value
 
     @field_validator("context_priorities", mode="before")
     @classmethod

@@ -83,6 +83,22 @@ class LockTimeoutError(MemlaneError, TimeoutError):
     """
 
 
+class CorruptDatabaseError(StorageError):
+    """The database file is not a (readable) memlane database: truncated, damaged or not SQLite."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"{path} is not a readable SQLite database ({reason}): it may be truncated, damaged "
+            "or another kind of file. Restore it from a backup (memlane restore BACKUP "
+            f"--store {path}) or point --store at the right file; nothing was changed"
+        )
+        self.path = path
+
+
+class EncryptionKeyError(StorageError):
+    """An encrypted store was opened without its key or with a wrong one."""
+
+
 class EmbedderError(StorageError):
     """The embedding backend failed (endpoint unreachable, bad reply, model file unusable).
 

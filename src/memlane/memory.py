@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
@@ -30,6 +31,7 @@ from memlane.errors import (
     ConflictError,
     CorruptRecordError,
     InvalidInputError,
+    MemlaneError,
     NotFoundError,
     SessionNotFoundError,
     StorageError,
@@ -49,8 +51,10 @@ from memlane.models import (
 )
 from memlane.parts import Extensions, Parts
 from memlane.store import Store, TurnRecord, open_store
+from memlane.store.erase import EraseCounts, EraseRequest
 from memlane.text import snippet
 from memlane.tokens import TokenCounter, counts_cheaply, get_counter
+from memlane.validation import check_identifier, check_max_tokens, check_metadata_filter
 
 if TYPE_CHECKING:
     from memlane.context.packet import ContextPacket
@@ -58,6 +62,7 @@ if TYPE_CHECKING:
     from memlane.notes.service import NotesService
     from memlane.rooms.handler import CommandResult
     from memlane.rooms.lifecycle import MaintainReport
+    from memlane.sealing import Sealer
     from memlane.state.references import Resolution
     from memlane.state.sessions import SessionManager
     from memlane.state.tracker import SessionState
@@ -107,6 +112,7 @@ class Memory:
         path: str | Path | Store | None = None,
         *,
         settings: Settings | None = None,
+        key: str | None = None,
         **overrides: Any,
     ) -> None:
         self.settings = settings or load_settings(**overrides)
@@ -124,14 +130,28 @@ class Memory:
             path = "memory://"
         if path is None:
             path = self.settings.storage_url()
+        options: dict[str, Any] = {}
         if isinstance(path, str | Path):
-            options: dict[str, Any] = {}
             text = str(path)
             if not text.startswith(("postgres", "memory://")) and text != ":memory:":
                 options["durability"] = self.settings.durability
+                # Encryption at rest (SQLCipher): the key given, else the environment
+                # variable the settings name (MEMLANE_KEY unless key_env says otherwise).
+                options["key"] = key or os.environ.get(self.settings.key_env) or None
+            elif key:
+                raise InvalidInputError(
+                    "key= encrypts SQLite files (SQLCipher); on PostgreSQL use the server's "
+                    "disk or tablespace encryption"
+                )
             self.store: Store = open_store(path, **options)
         else:
             self.store = path
+        #: Seals files written beside an encrypted store (checkpoints); None when not encrypted.
+        self.sealer: Sealer | None = None
+        if options.get("key") and getattr(self.store, "encrypted", False):
+            from memlane.sealing import Sealer
+
+            self.sealer = Sealer(options["key"])
         self.counter: TokenCounter = get_counter(self.settings.token_model)
         self._observers: list[Observer] = []
         self._background_observers: list[Observer] = []
@@ -358,8 +378,8 @@ class Memory:
         tenant_id: str = "default",
     ) -> str:
         """Create a session and return its id (a UUID unless you pass your own key)."""
-        if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
-            raise InvalidInputError("session_id must be a non-empty string")
+        if session_id is not None:
+            check_identifier(session_id)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise InvalidInputError("system_prompt must be a string")
         session = Session(
@@ -431,6 +451,8 @@ class Memory:
         """Most recently active first. Filters: user_id, agent_id, tenant_id, status, metadata."""
         if limit < 1:
             raise InvalidInputError("limit must be at least 1")
+        if filters.get("metadata") is not None:
+            filters["metadata"] = check_metadata_filter(filters["metadata"], "metadata")
         try:
             flt = SessionFilter(**filters)
         except TypeError as exc:
@@ -453,10 +475,42 @@ class Memory:
         return True
 
     def delete_session(self, session_id: str) -> bool:
-        """Delete a session and everything derived from it."""
-        self._count_encodings.pop(session_id)
-        self._notify_forget(session_id, None)
-        return self.store.delete_session(session_id)
+        """Delete a session and everything derived from it (see :meth:`erase`)."""
+        return self.erase(session_ids=[session_id]).sessions > 0
+
+    def erase(
+        self,
+        *,
+        session_ids: Sequence[str] = (),
+        message_ids: Sequence[int] = (),
+        note_ids: Sequence[int] = (),
+        keep_notes: bool = False,
+    ) -> EraseCounts:
+        """The one erase routine every deletion path uses (sessions, messages, notes).
+
+        Background work is drained first, so none of it writes derived data of the rows
+        after they are gone; the forget hooks drop in-process copies (queues, caches,
+        checkpoint files); then the store erases rows, keyword-index entries, vectors,
+        summaries, state and the notes learned from them in one transaction, scrubs the
+        bytes from its files and logs the ids (see store/erase.py). ``keep_notes`` is
+        for retention: pruning raw turns keeps the distilled notes.
+        """
+        request = EraseRequest(
+            session_ids=tuple(session_ids), message_ids=tuple(int(i) for i in message_ids),
+            note_ids=tuple(int(i) for i in note_ids), with_notes=not keep_notes,
+        )
+        if request.empty:
+            return EraseCounts()
+        with contextlib.suppress(MemlaneError, TimeoutError):
+            self.flush(30.0)
+        for sid in request.session_ids:
+            self._count_encodings.pop(sid)
+            self._notify_forget(sid, None)
+        if request.message_ids:
+            msgs = self.store.get_messages(request.message_ids)
+            for sid in sorted({m.session_id for m in msgs} - set(request.session_ids)):
+                self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
+        return self.store.erase(request)
 
     def clear_session(self, session_id: str) -> int:
         """Hide the history from context (the seeds' /clear); it stays in the database."""
@@ -470,11 +524,8 @@ class Memory:
         return self.store.sessions_inactive_before(utcnow() - timedelta(days=days))
 
     def prune_old_sessions(self, days: int = 30) -> int:
-        """Delete sessions inactive for more than ``days``; returns how many."""
-        deleted = 0
-        for sid in self.inactive_sessions(days):
-            deleted += int(self.delete_session(sid))
-        return deleted
+        """Delete sessions inactive for more than ``days`` (one erase); returns how many."""
+        return self.erase(session_ids=self.inactive_sessions(days)).sessions
 
     # ------------------------------------------------------------ writing
 
@@ -709,11 +760,8 @@ class Memory:
         return self.store.update_message(message_id, importance=importance, pinned=pinned)
 
     def forget_messages(self, message_ids: Sequence[int]) -> int:
-        """Delete messages and everything derived from them."""
-        msgs = self.store.get_messages(message_ids)
-        for sid in {m.session_id for m in msgs}:
-            self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
-        return self.store.delete_messages(message_ids)
+        """Delete messages and everything derived from them (see :meth:`erase`)."""
+        return self.erase(message_ids=message_ids).messages
 
     # ------------------------------------------------------------ items (framework sessions)
 
@@ -836,6 +884,8 @@ class Memory:
 
         if priorities is None:  # the configured order (settings.context_priorities), if any
             priorities = self.settings.context_priorities
+        if max_tokens is not None:
+            max_tokens = check_max_tokens(max_tokens)
         return build_packet(
             self, session_id, query=query, max_tokens=max_tokens, strategy=strategy,
             model=model, priorities=priorities,
@@ -848,6 +898,8 @@ class Memory:
         self.start_background_work()
         from memlane.state.checkpoint import hydrate
 
+        if max_tokens is not None:
+            max_tokens = check_max_tokens(max_tokens)
         return hydrate(self, session_id, query=query, max_tokens=max_tokens)
 
     def shutdown(self, session_id: str | None = None, *, close: bool = False) -> dict[str, Any]:
@@ -950,9 +1002,7 @@ class Memory:
         include_system_prompt: bool = True,
     ) -> Window:
         """The newest messages that fit ``max_tokens``, with the system prompt first."""
-        budget = max_tokens if max_tokens is not None else self.settings.max_history_tokens
-        if budget < 1:
-            raise InvalidInputError("max_tokens must be at least 1")
+        budget = check_max_tokens(max_tokens if max_tokens is not None else self.settings.max_history_tokens)
         if not self.enabled:
             return Window()
         session = self.get_session(session_id)

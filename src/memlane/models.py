@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 
 from memlane.errors import InvalidInputError
 from memlane.items import is_item, is_private, read_item
+from memlane.validation import check_object, check_text_chars
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -240,22 +241,14 @@ def _check_text(value: object, what: str, max_chars: int) -> str:
             f"{what} is {len(value):,} characters; the limit is {max_chars:,} "
             "(raise max_message_chars, or store large files elsewhere and keep a link)"
         )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(
-            f"{what} is not valid Unicode (lone surrogate at position {exc.start}); "
-            "decode the input with errors='replace' first"
-        ) from exc
-    return value
+    return check_text_chars(value, what)
 
 
 def check_json(value: object, what: str) -> JSON:
     """Metadata must be a JSON object that round-trips; reject anything else loudly."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(f"{what} must be a JSON object (dict), got {type(value).__name__}")
+    check_object(value, what)  # depth first: json.dumps recurses
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
         text.encode("utf-8")

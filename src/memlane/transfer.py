@@ -28,6 +28,7 @@ from memlane.models import (
     utcnow,
 )
 from memlane.store.base import TurnRecord
+from memlane.validation import loads_json
 
 if TYPE_CHECKING:
     from memlane.memory import Memory
@@ -200,10 +201,7 @@ def _documents(text: str, fmt: str) -> Iterator[JSON]:
         yield _parse_markdown(text)
         return
     if fmt == "json":
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise InvalidInputError(f"not valid JSON: {exc}") from exc
+        data = loads_json(text, "the import")
         docs = data if isinstance(data, list) else [data]
         for doc in docs:
             if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -214,10 +212,7 @@ def _documents(text: str, fmt: str) -> Iterator[JSON]:
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            item = json.loads(line)
-        except ValueError as exc:
-            raise InvalidInputError(f"line {number} is not valid JSON: {exc}") from exc
+        item = loads_json(line, f"line {number}")
         kind = item.pop("type", None) if isinstance(item, dict) else None
         if kind == "session":
             if current is not None:

@@ -26,6 +26,7 @@ STORE_OPTION: Any = typer.Option(
 class CliState:
     store: str | None = None
     config: str | None = None
+    key_env: str | None = None
 
     def settings(self, **overrides: Any) -> Settings:
         return load_settings(self.config, **overrides)
@@ -54,7 +55,19 @@ class CliState:
         from memlane.memory import Memory
 
         url = self.url(create=create)
-        return Memory(url, settings=self.settings(**overrides))
+        return Memory(url, settings=self.settings(**overrides), key=self.key())
+
+    def key(self) -> str | None:
+        """The key of an encrypted store, from the variable --key-env names (else key_env)."""
+        import os
+
+        from memlane.errors import ConfigError
+
+        name = self.key_env or self.settings().key_env
+        value = os.environ.get(name)
+        if self.key_env and not value:
+            raise ConfigError(f"--key-env {name}: the environment variable {name} is not set or empty")
+        return value or None
 
 
 def state(ctx: typer.Context, store: str | None = None) -> CliState:
@@ -63,4 +76,4 @@ def state(ctx: typer.Context, store: str | None = None) -> CliState:
     if not isinstance(obj, CliState):
         obj = CliState()
         ctx.find_root().obj = obj
-    return CliState(store=store, config=obj.config) if store else obj
+    return CliState(store=store, config=obj.config, key_env=obj.key_env) if store else obj

@@ -13,6 +13,8 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (errors.MissingExtraError, 8),
     (errors.EmbedderMismatchError, 9),
     (errors.CorruptRecordError, 10),
+    (errors.CorruptDatabaseError, 10),
+    (errors.EncryptionKeyError, 12),
     (errors.StorageError, 11),
     (errors.LockTimeoutError, 11),
     (errors.InvalidInputError, 2),

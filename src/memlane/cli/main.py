@@ -38,10 +38,14 @@ def _root(
     config: str | None = typer.Option(
         None, "--config", help="Config file (default ~/.memlane/config.yaml)."
     ),
+    key_env: str | None = typer.Option(
+        None, "--key-env",
+        help="Environment variable holding the key of an encrypted store (default: MEMLANE_KEY).",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug output."),
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
-    ctx.obj = CliState(store=store, config=config)
+    ctx.obj = CliState(store=store, config=config, key_env=key_env)
 
 
 sessions.register(app)
@@ -53,6 +57,7 @@ serve.register(app, bench_app)
 __import__("memlane.cli.pg", fromlist=["register"]).register(app, bench_app)
 notes.register(app)
 __import__("memlane.cli.doctor", fromlist=["register"]).register(app)
+__import__("memlane.cli.crypt", fromlist=["register"]).register(app)
 
 
 @eval_app.command("summaries")

@@ -284,9 +284,10 @@ def backup_cmd(
     """Back up the database while it is in use (SQLite online backup, checked)."""
     from memlane.rooms.backup import backup_database
 
-    with state(ctx, store).open() as mem:
+    st = state(ctx, store)
+    with st.open() as mem:
         src = _sqlite_path(mem)
-    report = backup_database(src, dest, overwrite=force)
+    report = backup_database(src, dest, overwrite=force, key=st.key())
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
         return
@@ -305,16 +306,17 @@ def restore_cmd(
     from memlane.rooms.backup import check_database, restore_database
     from memlane.store import local_file
 
-    target = local_file(state(ctx, store).url())
+    st = state(ctx, store)
+    target = local_file(st.url())
     if target is None:
         raise InvalidInputError("restore works on a SQLite file; for PostgreSQL use pg_restore")
-    info = check_database(backup)
+    info = check_database(backup, st.key())
     if not yes:
         typer.confirm(
             f"Replace {target} with {backup} ({info.sessions} conversations, {info.messages} messages)?",
             abort=True,
         )
-    report = restore_database(backup, target)
+    report = restore_database(backup, target, st.key())
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
         return

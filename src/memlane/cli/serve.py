@@ -64,6 +64,11 @@ def serve_cmd(
                                        help="Refuse larger request bodies with 413."),
     mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Mount the MCP server at /mcp."),
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
+    allowed_host: list[str] | None = typer.Option(
+        None, "--allowed-host",
+        help="A Host name the server answers to (repeatable; DNS-rebinding protection). "
+             "Default: allowed_hosts of the config, else the loopback names on a loopback bind.",
+    ),
 ) -> None:
     """Serve the REST API (/v1), MCP (/mcp), metrics (/metrics) and the web inspector (/)."""
     _need_server_extra()
@@ -75,7 +80,8 @@ def serve_cmd(
     try:
         keys = key_store_for(mem.store)
         require = decide_auth(host, keys.has_active_keys(), auth)
-        app = create_app(mem, keys=keys, require_auth=require, max_body_bytes=max_body_bytes, mcp=mcp, host=host)
+        app = create_app(mem, keys=keys, require_auth=require, max_body_bytes=max_body_bytes, mcp=mcp, host=host,
+                         allowed_hosts=allowed_host or None)
         active = len(keys.list_keys()) if require else 0
 
         def banner(url: str) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from memlane.cli.common import STORE_OPTION, console, state
 from memlane.cli.render import add_plain_row, print_message
-from memlane.errors import ConflictError, SessionExistsError
+from memlane.errors import ConflictError, InvalidInputError, SessionExistsError
 
 
 def _short(text: str, width: int = 80) -> str:
@@ -125,15 +125,29 @@ def import_cmd(
     chosen = fmt or {".jsonl": "jsonl", ".md": "markdown", ".markdown": "markdown"}.get(
         path.suffix.lower(), "json"
     )
+    text = _read_utf8(path)
     with state(ctx, store).open(create=True) as mem:
         try:
-            ids = mem.import_sessions(path.read_text(encoding="utf-8"), chosen, on_conflict=on_conflict)
+            ids = mem.import_sessions(text, chosen, on_conflict=on_conflict)
         except SessionExistsError as exc:
             raise ConflictError(
                 f"session {exc.session_id!r} already exists; nothing was imported. Import again with "
                 "--on-conflict skip, --on-conflict replace or --on-conflict new"
             ) from exc
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{path}: {exc}") from exc
     console.print(f"imported {len(ids)} session(s): {', '.join(ids)}")
+
+
+def _read_utf8(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            f"re-export it as UTF-8, e.g. iconv -f latin1 -t utf-8 {path} > {path.stem}.utf8{path.suffix}"
+        ) from exc
 
 
 def prune_cmd(

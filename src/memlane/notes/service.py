@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,6 @@ class NotesService:
         self.store = notes
         self.gate = gate
         self.promoter = promoter
-        self._keep = threading.local()
         self._vectors: dict[tuple[int, str], Any] = {}
 
     # ------------------------------------------------------------ who is the Anchor
@@ -256,50 +254,20 @@ class NotesService:
         return self.store.history(note_id)
 
     def forget_note(self, note_id: int) -> int:
-        """Delete a note and every version of it."""
-        return self.store.delete_notes([n.id or 0 for n in self.store.history(note_id)])
+        """Delete a note and every version of it (through the one erase routine)."""
+        ids = [n.id or 0 for n in self.store.history(note_id)]
+        return self.mem.erase(note_ids=ids).notes if ids else 0
 
     # ------------------------------------------------------------ forgetting
 
-    class _Keep:
-        def __init__(self, local: threading.local) -> None:
-            self.local = local
-
-        def __enter__(self) -> None:
-            self.local.depth = getattr(self.local, "depth", 0) + 1
-
-        def __exit__(self, *exc: object) -> None:
-            self.local.depth -= 1
-
-    def keep_notes(self) -> NotesService._Keep:
-        """Within this block, deleting messages keeps the notes learned from them.
-
-        Retention (``memlane maintain``) prunes raw turns but not distilled knowledge;
-        "forget" deletes both.
-        """
-        return NotesService._Keep(self._keep)
-
     def on_forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
-        """Forget hook: notes learned from forgotten messages go with them."""
-        if getattr(self._keep, "depth", 0):
-            return
+        """Forget hook: drop in-process copies; the store erases the notes themselves."""
         if message_ids is None:
             self.promoter.forget(session_id)
             ids = self.store.notes_from(session_id=session_id)
-            self.store.redact_audit(session_id)
         else:
             ids = self.store.notes_from(message_ids=message_ids)
         doomed = set(ids)
-        # A forgotten change of mind must not leave the person with no opinion at all: the
-        # version it superseded (learned elsewhere) is true again, as if it was never said.
-        reopen: list[int] = []
-        for nid in ids:
-            note = self.store.get_note(nid)
-            if note is not None and note.current and note.supersedes and note.supersedes not in doomed:
-                reopen.append(note.supersedes)
-        self.store.delete_notes(sorted(doomed))
-        for nid in reopen:
-            self.store.reopen_note(nid)
         self._vectors = {k: v for k, v in self._vectors.items() if k[0] not in doomed}
 
     def stats(self) -> dict[str, Any]:

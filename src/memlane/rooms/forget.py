@@ -7,31 +7,25 @@ note learned in it, and the words of earlier memory commands said in it (the aud
 keeps who, what and when). What stays: an empty conversation with the same id and room
 settings, so the room keeps working, and the audit entry of the forget itself.
 
-On SQLite, deleting rows is not enough for "gone": FTS5 keeps a deleted row's tokens in
-its segment b-trees (``*_fts_data``) until segments merge, and freed pages keep their old
-bytes. :func:`scrub_deleted_text` therefore deletes with ``PRAGMA secure_delete`` on,
-merges the full-text indexes (``'optimize'``) and checkpoints the WAL, so the forgotten
-words are no longer anywhere in the database files (``store/sqlite_scrub.py``; each store
-does what its engine needs through ``secure_delete()`` and ``scrub_deleted_text()``).
+It is the one erase routine every other deletion path uses too (:meth:`Memory.erase`,
+whose SQL lives in ``store/erase.py``), so the words are no longer anywhere in the
+database files afterwards; this module only adds the empty shell.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memlane.errors import ConflictError, SessionNotFoundError
+from memlane.errors import ConflictError, MemlaneError, SessionNotFoundError
 from memlane.models import Session
 
 if TYPE_CHECKING:
     from memlane.memory import Memory
 
-__all__ = ["ForgetReport", "forget_conversation", "scrub_deleted_text", "secure_delete"]
-
-log = logging.getLogger(__name__)
+__all__ = ["ForgetReport", "forget_conversation"]
 
 
 @dataclass(slots=True)
@@ -66,19 +60,13 @@ def forget_conversation(mem: Memory, session_id: str, *, keep_shell: bool = True
         raise SessionNotFoundError(session_id)
     # Let background work (vectors, summaries, checkpoints, notes) finish first, so none
     # of it writes derived data of the old messages after they are gone.
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(MemlaneError, TimeoutError):
         mem.flush(30.0)
     service = mem.parts.notes
     promoter = getattr(service, "promoter", None)
     lock = getattr(promoter, "_run_lock", None)
-    notes = 0
     with lock if lock is not None else contextlib.nullcontext():
-        store = getattr(service, "store", None)
-        if store is not None:
-            notes = len(store.notes_from(session_id=session_id))
-        messages = mem.store.count_messages(session_id)
-        with secure_delete(mem):
-            mem.delete_session(session_id)
+        counts = mem.erase(session_ids=[session_id])
         if keep_shell:
             is_room = session.metadata.get("kind") == "room"
             shell = Session(
@@ -88,5 +76,4 @@ def forget_conversation(mem: Memory, session_id: str, *, keep_shell: bool = True
             )
             with contextlib.suppress(ConflictError):  # a new message re-created it already
                 mem.store.create_session(shell)
-    scrub_deleted_text(mem)
-    return ForgetReport(session_id, messages, notes)
+    return ForgetReport(session_id, counts.messages, counts.notes)

@@ -31,7 +31,7 @@ from memlane.notes.models import AuditEntry, Note, NoteCandidate
 from memlane.notes.store import NoteFilter
 from memlane.rooms.anchor import anchor_id, display_name, is_anchor
 from memlane.rooms.commands import MUTATING_ACTIONS, Command, is_command, parse_command
-from memlane.rooms.forget import forget_conversation, scrub_deleted_text, secure_delete
+from memlane.rooms.forget import forget_conversation
 
 if TYPE_CHECKING:
     from memlane.memory import Memory
@@ -302,10 +302,7 @@ class _Runner:
         ids: set[int] = set()
         for n in found:
             ids.update(v.id or 0 for v in self.service.store.history(n.id or 0))
-        with secure_delete(self.mem):
-            deleted = self.service.store.delete_notes(sorted(ids))
-        if deleted:
-            scrub_deleted_text(self.mem)
+        deleted = self.mem.erase(note_ids=sorted(ids)).notes if ids else 0
         self.result.changed = deleted > 0
         self.result.detail["notes"] = deleted
         self.result.message = _say("forgot_about", self.cmd.lang, notes=deleted, topic=topic)

@@ -18,10 +18,8 @@ process that owns the Memory.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -79,17 +77,6 @@ def unarchive_session(mem: Memory, session_id: str) -> bool:
     return _service(mem).store.unarchive_session(session_id)
 
 
-@contextlib.contextmanager
-def _keep_notes(mem: Memory) -> Iterator[None]:
-    service = mem.parts.notes
-    keep = getattr(service, "keep_notes", None)
-    if keep is None:
-        yield
-        return
-    with keep():
-        yield
-
-
 def _all_sessions(mem: Memory, flt: SessionFilter) -> list[Any]:
     out: list[Any] = []
     offset = 0
@@ -131,10 +118,8 @@ def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False)
         report.pruned_over_limit = [s.id for s in survivors[settings.max_sessions:]]
         doomed.extend(report.pruned_over_limit)
 
-    if not dry_run:
-        with _keep_notes(mem):
-            for sid in doomed:
-                mem.delete_session(sid)
+    if not dry_run and doomed:
+        mem.erase(session_ids=doomed, keep_notes=True)
 
     if settings.max_turns_per_session is not None:
         limit = settings.max_turns_per_session
@@ -145,8 +130,7 @@ def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False)
             if ids:
                 report.trimmed_messages[s.id] = len(ids)
                 if not dry_run:
-                    with _keep_notes(mem):
-                        mem.forget_messages(ids)
+                    mem.erase(message_ids=ids, keep_notes=True)
     return report
 
 

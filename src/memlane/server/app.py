@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,17 @@ from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 
 import memlane
+from memlane.errors import PermissionDeniedError
 from memlane.memory import Memory
 from memlane.server import errors, routes, routes_lifecycle
 from memlane.server.auth import KeyStore
 from memlane.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
-from memlane.server.middleware import AuthMiddleware, BodyLimitMiddleware
+from memlane.server.middleware import (
+    LOOPBACK_NAMES,
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    HostCheckMiddleware,
+)
 from memlane.server.schemas import Health
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -68,7 +74,11 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     mcp: bool = True,
     host: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
+    """The REST + MCP app. ``allowed_hosts``: the Host names it answers to (None: the
+    settings' ``allowed_hosts``, else the loopback names when ``host`` is loopback, else
+    no check — a server on a public address needs API keys anyway)."""
     if require_auth and keys is None:
         raise ValueError("require_auth needs a key store")
     mcp_server: Any = None
@@ -111,7 +121,17 @@ def create_app(
         return {"status": "ok", "version": memlane.__version__, "store": type(mem.store).__name__}
 
     @app.get("/metrics", include_in_schema=False)
-    def prometheus_metrics() -> Response:
+    def prometheus_metrics(request: Request) -> Response:
+        # The counters cover every tenant's traffic: with keys required, only an admin
+        # tenant's key may read them (without keys the server is loopback-only anyway).
+        caller = request.scope.get("state", {}).get("caller")
+        tenant = getattr(caller, "tenant", None)
+        if require_auth and tenant not in mem.settings.admin_tenants:
+            admins = ", ".join(mem.settings.admin_tenants) or "none configured"
+            raise PermissionDeniedError(
+                "/metrics counts every tenant's traffic and needs an admin tenant's key "
+                f"(admin_tenants: {admins}); create one with: memlane keys create --tenant admin"
+            )
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/", include_in_schema=False)
@@ -129,6 +149,11 @@ def create_app(
     app.add_middleware(AuthMiddleware, keys=keys, require=require_auth)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    names = allowed_hosts if allowed_hosts is not None else mem.settings.allowed_hosts
+    if names is None and is_loopback(host):
+        names = [*LOOPBACK_NAMES, host]
+    if names is not None:
+        app.add_middleware(HostCheckMiddleware, allowed=names)
     return app
 
 

@@ -49,6 +49,8 @@ STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
     (errors.MissingExtraError, 501, "missing_extra"),
     (errors.EmbedderMismatchError, 500, "embedder_mismatch"),
     (errors.CorruptRecordError, 500, "corrupt_record"),
+    (errors.CorruptDatabaseError, 500, "corrupt_database"),
+    (errors.EncryptionKeyError, 500, "encryption_key"),
     (errors.EmbedderError, 503, "embedder_unavailable"),
     (errors.StorageError, 503, "storage_unavailable"),
     (errors.LockTimeoutError, 503, "lock_timeout"),

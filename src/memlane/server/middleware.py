@@ -1,4 +1,4 @@
-"""ASGI middleware in front of every route, REST and MCP alike: body limit, then auth.
+"""ASGI middleware in front of every route, REST and MCP alike: host check, body limit, auth.
 
 Both are plain ASGI (not FastAPI dependencies) because the MCP endpoint is a
 raw ASGI app that FastAPI's dependency system never sees.
@@ -7,13 +7,17 @@ raw ASGI app that FastAPI's dependency system never sees.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memlane.errors import InvalidInputError
 from memlane.server.auth import KeyStore
 from memlane.server.errors import error_body
 from memlane.server.tenancy import Caller
+from memlane.validation import MAX_DEPTH, loads_json
 
 #: Paths anyone may fetch: the inspector's static page (it asks for a key itself), health, the spec
 #: and its browsable docs (Swagger UI asks for a key itself, under "Authorize").
@@ -29,6 +33,73 @@ async def send_error(send: Send, status: int, type_: str, message: str,
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+#: What a server bound to a loopback address answers to unless told otherwise.
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def _hostname(value: str) -> str | None:
+    """The host part of a Host header or Origin URL, lowercased, without port or brackets."""
+    try:
+        parts = urlsplit(value if "//" in value else f"//{value}")
+        return (parts.hostname or "").lower() or None
+    except ValueError:
+        return None
+
+
+class HostCheckMiddleware:
+    """Refuse requests whose Host (or browser Origin) is not one of the allowed names.
+
+    DNS rebinding: a web page on ``evil.example`` that re-points its name to 127.0.0.1
+    makes the victim's browser send requests to the local server with
+    ``Host: evil.example``. Checking Host on every route (REST, MCP, metrics, the
+    inspector) stops it; checking Origin stops a page on another name that reaches us
+    under our own.
+    """
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(h.strip("[]").lower() for h in allowed)
+
+    def _refuse(self, what: str, value: str) -> str:
+        names = ", ".join(sorted(self.allowed))
+        return (
+            f"{what} {value!r} is not allowed: this server answers only to {names} "
+            "(DNS-rebinding protection); add the name with --allowed-host NAME, "
+            "MEMLANE_ALLOWED_HOSTS or allowed_hosts in the config"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {name: value.decode("latin-1") for name, value in scope.get("headers", ())}
+        host = headers.get(b"host", "")
+        if _hostname(host) not in self.allowed:
+            await send_error(send, 403, "forbidden_host", self._refuse("Host", host))
+            return
+        origin = headers.get(b"origin")
+        if origin and origin != "null" and _hostname(origin) not in self.allowed:
+            await send_error(send, 403, "forbidden_origin", self._refuse("Origin", origin))
+            return
+        await self.app(scope, receive, send)
+
+
+def _too_deep(body: bytes) -> str | None:
+    """Why a JSON body is refused for its nesting, or None.
+
+    The JSON decoder recurses once per level, so 50,000 nested arrays would end the
+    request in a RecursionError (a 500). Only a body with more brackets than the limit
+    can be too deep, so ordinary requests skip the scan.
+    """
+    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
+        return None
+    try:
+        loads_json(body.decode("utf-8", errors="replace"), "the request body")
+    except InvalidInputError as exc:
+        return None if "not valid JSON" in str(exc) else str(exc)  # syntax: the route says it
+    return None
 
 
 class BodyLimitMiddleware:
@@ -79,6 +150,10 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
+        problem = _too_deep(b"".join(chunks))
+        if problem:
+            await send_error(send, 422, "invalid_input", problem)
+            return
         replayed = False
 
         async def replay() -> Message:

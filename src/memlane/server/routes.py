@@ -156,7 +156,7 @@ def list_messages(
     session_id: SessionId,
     v: View,
     include_hidden: bool = False,
-    max_tokens: Annotated[int | None, Query(ge=1, le=s.MAX_TOKENS)] = None,
+    max_tokens: Annotated[s.TokenBudget | None, Query()] = None,
 ) -> dict[str, Any]:
     """The transcript, oldest first; with ``max_tokens`` only the newest messages that fit."""
     msgs, tokens = v.messages(session_id, include_hidden=include_hidden, max_tokens=max_tokens)

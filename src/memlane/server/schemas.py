@@ -9,15 +9,19 @@ JSON can carry them, SQLite cannot store them, and a 422 that says so beats a
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from memlane.errors import InvalidInputError
+from memlane.validation import (
+    check_identifier,
+    check_max_tokens,
+    check_metadata_filter,
+    check_object,
+    check_text_chars,
+    loads_json,
+)
 
 Role = Literal["system", "user", "assistant", "tool"]
 Status = Literal[
@@ -35,70 +39,32 @@ MAX_TOKENS = 10_000_000
 
 
 def _storable(value: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"contains a lone surrogate at position {exc.start}; send valid UTF-8") from exc
-    if "\x00" in value:
-        raise ValueError("contains a NUL character")
-    return value
+    return check_text_chars(value, "text")
 
 
 def _ident(value: str) -> str:
-    _storable(value)
-    if not value.strip() or not value.isprintable():
-        raise ValueError("must be non-empty printable text (no control characters)")
-    return value
+    return check_identifier(value, "the id")
 
 
-MAX_DEPTH = 64
+def _object(value: Any) -> Any:
+    return check_object(value, "the value")
 
 
-def _depth_ok(value: Any, depth: int = 0) -> bool:
-    if depth > MAX_DEPTH:
-        return False
-    if isinstance(value, dict):
-        return all(_depth_ok(v, depth + 1) for v in value.values())
-    if isinstance(value, list):
-        return all(_depth_ok(v, depth + 1) for v in value)
-    return True
-
-
-def _shallow(value: dict[str, Any]) -> dict[str, Any]:
-    # Deeper JSON than this is never real metadata, and it would overflow the serializers.
-    if not _depth_ok(value):
-        raise ValueError(f"is nested deeper than {MAX_DEPTH} levels")
-    return value
+def _budget(value: Any) -> Any:
+    return None if value is None else check_max_tokens(value, limit=MAX_TOKENS)
 
 
 Text = Annotated[str, AfterValidator(_storable)]
 ShortText = Annotated[str, Field(max_length=MAX_SHORT), AfterValidator(_storable)]
 Ident = Annotated[str, Field(min_length=1, max_length=MAX_ID), AfterValidator(_ident)]
-JsonObject = Annotated[dict[str, Any], AfterValidator(_shallow)]
-
-
-_META_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+JsonObject = Annotated[dict[str, Any], BeforeValidator(_object)]
+#: A token budget, checked by the library's own rule ("100" is 100; 1.5, inf, true are refused).
+TokenBudget = Annotated[int, BeforeValidator(_budget)]
 
 
 def metadata_filter(text: str) -> dict[str, Any]:
-    """``{"key": scalar, ...}`` from a query parameter; keys are plain names (they become JSON paths)."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(f'metadata must be a JSON object like {{"room": "x"}}: {exc}') from exc
-    if not isinstance(value, dict) or len(value) > 20:
-        raise InvalidInputError('metadata must be a JSON object like {"room": "x"} with at most 20 keys')
-    for key, item in value.items():
-        if not _META_KEY.match(key):
-            raise InvalidInputError(f"metadata filter key {key!r} must be a plain name (letters, digits, _)")
-        if not isinstance(item, str | int | float | bool) or (isinstance(item, float) and not math.isfinite(item)):
-            raise InvalidInputError(f"metadata filter value of {key!r} must be a string, number or boolean")
-        if isinstance(item, str):
-            try:
-                _storable(item)
-            except ValueError as exc:
-                raise InvalidInputError(f"metadata filter value of {key!r} {exc}") from exc
-    return value
+    """``{"key": scalar, ...}`` from a query parameter (the library's own check, see validation.py)."""
+    return check_metadata_filter(loads_json(text, "metadata"), "metadata filter")
 
 
 class _In(BaseModel):
@@ -134,7 +100,7 @@ class ToolCallIn(BaseModel):
 
     @model_validator(mode="after")
     def _not_too_deep(self) -> ToolCallIn:
-        _shallow(self.model_dump())
+        _object(self.model_dump())
         return self
 
 
@@ -202,13 +168,13 @@ class SearchIn(_In):
 
 class ContextIn(_In):
     query: Annotated[str, Field(max_length=MAX_SHORT), AfterValidator(_storable)] | None = None
-    max_tokens: int = Field(4096, ge=1, le=MAX_TOKENS)
+    max_tokens: TokenBudget = 4096
     strategy: Ident | None = None
 
 
 class RelevantIn(_In):
     query: Annotated[str, Field(min_length=1, max_length=MAX_SHORT), AfterValidator(_storable)]
-    max_tokens: int = Field(2048, ge=1, le=MAX_TOKENS)
+    max_tokens: TokenBudget = 2048
     session_id: Ident | None = None
     user_id: Ident | None = None
 

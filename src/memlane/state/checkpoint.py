@@ -42,6 +42,7 @@ from memlane.models import JSON, Message, Session, utcnow
 if TYPE_CHECKING:
     from memlane.context.packet import ContextPacket
     from memlane.memory import Memory
+    from memlane.sealing import Sealer
 
 __all__ = [
     "CheckpointError",
@@ -148,14 +149,68 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.close(dfd)
 
 
+def _shred(path: Path) -> bool:
+    """Overwrite a checkpoint with zeros, then remove it: it holds message text.
+
+    Unlinking alone leaves the bytes in the freed blocks; overwriting in place reaches
+    them on ordinary file systems (not on copy-on-write ones or SSD remapping, which is
+    what encryption at rest is for).
+    """
+    try:
+        with path.open("r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(0)
+            f.write(b"\0" * size)
+            f.flush()
+            os.fsync(f.fileno())
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        log.warning("could not shred checkpoint %s: %s", path, exc)
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return True
+
+
+def file_name(session_id: str, *, sealed: bool) -> str:
+    """A checkpoint's file name; beside an encrypted store not even the id shows in it."""
+    digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+    if sealed:
+        return f"{digest[:32]}.sealed"
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)[:80]
+    return f"{safe}-{digest[:12]}.json"
+
+
+def checkpoint_dir(db: Path, configured: str | None) -> Path:
+    """Where the checkpoints of the SQLite store ``db`` live."""
+    return Path(configured).expanduser() if configured else db.parent / f"{db.stem}.checkpoints"
+
+
+def convert_checkpoints(directory: Path, sealer: Sealer, *, seal: bool) -> int:
+    """Seal every plain checkpoint in ``directory`` (``seal``) or open every sealed one.
+
+    For ``memlane encrypt``/``decrypt``: the old file is shredded once the new one is
+    written, so no plaintext copy stays beside an encrypted store. Returns files converted.
+    """
+    done = 0
+    for path in sorted(directory.glob("*.json" if seal else "*.sealed")):
+        data = path.read_bytes()
+        plain = data if seal else sealer.open(data, f"checkpoint {path}")
+        session_id = str(json.loads(plain.decode("utf-8")).get("session_id", ""))
+        target = directory / file_name(session_id, sealed=seal)
+        atomic_write(target, sealer.seal(plain) if seal else plain)
+        _shred(path)
+        done += 1
+    return done
+
+
 def _default_dir(mem: Memory) -> Path | None:
-    if mem.settings.checkpoint_dir:
-        return Path(mem.settings.checkpoint_dir).expanduser()
     url = getattr(mem.store, "url", "") or ""
-    if url.startswith("sqlite:///"):
-        db = Path(url[len("sqlite:///"):])
+    if mem.settings.checkpoint_dir or url.startswith("sqlite:///"):
+        db = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else Path()
         if str(db) != ":memory:":
-            return db.parent / f"{db.stem}.checkpoints"
+            return checkpoint_dir(db, mem.settings.checkpoint_dir)
         return None
     if url.startswith(("postgres://", "postgresql://")):
         tag = hashlib.sha256(re.sub(r"//[^@/]*@", "//", url).encode()).hexdigest()[:12]
@@ -187,9 +242,7 @@ class CheckpointManager:
     def path_for(self, session_id: str) -> Path | None:
         if self.directory is None:
             return None
-        safe = re.sub(r"[^A-Za-z0-9._-]", "_", session_id)[:80]
-        digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:12]
-        return self.directory / f"{safe}-{digest}.json"
+        return self.directory / file_name(session_id, sealed=self.mem.sealer is not None)
 
     def read(self, session_id: str) -> ConversationCheckpointSnapshot | None:
         """The stored snapshot; None when there is none; CheckpointError when it is unusable."""
@@ -197,8 +250,11 @@ class CheckpointManager:
         if path is None or not path.exists():
             return None
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            data = path.read_bytes()
+            if self.mem.sealer is not None:
+                data = self.mem.sealer.open(data, f"checkpoint {path}")
+            raw = json.loads(data.decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, MemlaneError) as exc:
             raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
         snap = ConversationCheckpointSnapshot.from_json(raw)
         if snap.session_id != session_id:
@@ -267,7 +323,9 @@ class CheckpointManager:
                 return None  # deleted (forgotten) while this write was queued
             snap = self.snapshot(session_id, reason, status=status)
             data = json.dumps(snap.to_json(), ensure_ascii=False, separators=(",", ":"), default=str)
-            atomic_write(path, data.encode("utf-8"))
+            raw = data.encode("utf-8")
+            # Beside an encrypted store a checkpoint is sealed with the same key.
+            atomic_write(path, raw if self.mem.sealer is None else self.mem.sealer.seal(raw))
         self.seen.add(session_id)
         return path
 
@@ -275,13 +333,9 @@ class CheckpointManager:
         path = self.path_for(session_id)
         if path is None:
             return False
-        removed = False
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            removed = True
+        removed = _shred(path)
         for leftover in path.parent.glob(f".{path.name}.*.tmp"):  # from a crash mid-write
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+            _shred(leftover)
         return removed
 
     # -- hooks wired by attach() below

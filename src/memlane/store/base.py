@@ -31,6 +31,7 @@ from memlane.ports import (
     TurnRecord,
     VectorIndex,
 )
+from memlane.store.erase import EraseCounts, EraseRequest
 
 if TYPE_CHECKING:
     from memlane.apikeys import KeyStore
@@ -115,6 +116,11 @@ class Store(MessageLog, KeywordIndex, DerivedRecords, Records, SessionLocks, Pro
 
     def key_store(self) -> KeyStore | None:
         """The server's API keys in this database, or None."""
+        ...
+
+    def erase(self, request: EraseRequest, *, log: bool = True) -> EraseCounts:
+        """Erase sessions, messages and notes with everything derived from them, in one
+        transaction (see store/erase.py); ``log`` records the ids in the erasure log."""
         ...
 
     # aggregates over derived records

@@ -49,8 +49,10 @@ from memlane.models import (
     Message,
     MessageFilter,
     Session,
+    utcnow,
 )
 from memlane.store.base import KeywordHit, TurnRecord
+from memlane.store.erase import EraseCounts, EraseRequest, erase_rows
 from memlane.store.health import PG_TABLES, StoreHealth, delete_orphans_sql, postgres_health
 from memlane.store.pg_locks import PgSessionLocks
 from memlane.store.pg_rows import (
@@ -448,10 +450,21 @@ class PostgresStore(SqlReads, SqlRecords):
         return self.write(run)
 
     def delete_session(self, session_id: str) -> bool:
-        def run(conn: Conn) -> bool:
-            return conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount > 0
+        return self.erase(EraseRequest(session_ids=(session_id,))).sessions > 0
 
-        return self.write(run)
+    def erase(self, request: EraseRequest, *, log: bool = True) -> EraseCounts:
+        """Erase rows and everything derived from them in one transaction.
+
+        PostgreSQL keeps the old row versions in the table and index files until VACUUM
+        reclaims them (and their bytes until pages are reused); docs/privacy.md says how
+        an operator scrubs them. ``log`` is accepted for the Store contract: restoring a
+        PostgreSQL backup is done with PostgreSQL's tools, so no erasure log is kept here.
+        """
+        if request.empty:
+            return EraseCounts()
+        now = utcnow()
+        counts: EraseCounts = self.write(lambda conn: erase_rows(conn, DIALECT, request, now))
+        return counts
 
     # ------------------------------------------------------------ messages
 
@@ -658,25 +671,7 @@ class PostgresStore(SqlReads, SqlRecords):
         return self.write(run)
 
     def delete_messages(self, ids: Sequence[int]) -> int:
-        id_list = sorted({int(i) for i in ids})
-        if not id_list:
-            return 0
-
-        def run(conn: Conn) -> int:
-            rows = conn.execute(
-                "DELETE FROM messages WHERE id = ANY(%s) RETURNING session_id", (id_list,)
-            ).fetchall()
-            per_session: dict[str, int] = {}
-            for (sid,) in rows:
-                per_session[sid] = per_session.get(sid, 0) + 1
-            for sid in sorted(per_session):  # one lock order everywhere: no deadlocks
-                conn.execute(
-                    "UPDATE sessions SET message_count = message_count - %s WHERE id = %s",
-                    (per_session[sid], sid),
-                )
-            return len(rows)
-
-        return self.write(run)
+        return self.erase(EraseRequest(message_ids=tuple(int(i) for i in ids))).messages
 
     # ------------------------------------------------------------ turns
 

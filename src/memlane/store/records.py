@@ -39,6 +39,10 @@ class SqlRecords:
     def _write_records(self, fn: Callable[[Any], T]) -> T:
         raise NotImplementedError  # each store's one-transaction write
 
+    def _after_delete(self) -> None:
+        """Called after records were deleted: the SQLite store folds in and truncates its
+        WAL, which still holds their old page images (freed bytes are zeroed already)."""
+
     def put_records(self, namespace: str, items: Sequence[tuple[str, bytes]]) -> None:
         """Write (or replace) several records of one namespace in one transaction."""
         _check(namespace)
@@ -109,4 +113,7 @@ class SqlRecords:
                 for k in keys
             )
 
-        return self._write_records(run)
+        deleted = self._write_records(run)
+        if deleted:
+            self._after_delete()
+        return deleted

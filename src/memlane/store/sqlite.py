@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from memlane.errors import (
     ConflictError,
+    CorruptDatabaseError,
+    EncryptionKeyError,
     InvalidInputError,
     NotFoundError,
     SessionNotFoundError,
@@ -38,8 +40,11 @@ from memlane.models import (
     MessageFilter,
     Session,
     to_epoch,
+    utcnow,
 )
+from memlane.store import sqlite_driver
 from memlane.store.base import KeyedLocks, KeywordHit, TurnRecord, remaining
+from memlane.store.erase import EraseCounts, EraseRequest, ErasureLog, erase_rows
 from memlane.store.health import SQLITE_TABLES, StoreHealth, delete_orphans_sql, sqlite_health
 from memlane.store.records import SqlRecords
 from memlane.store.rows import (
@@ -75,7 +80,7 @@ _UPDATABLE_SESSION_FIELDS = frozenset(
 
 
 def _is_locked(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and (
+    return isinstance(exc, sqlite_driver.OPERATIONAL_ERRORS) and (
         "locked" in str(exc) or "busy" in str(exc)
     )
 
@@ -93,7 +98,10 @@ class SQLiteStore(SqlReads, SqlRecords):
         durability: str = "full",
         busy_timeout_ms: int = 5_000,
         lock_retry_seconds: float = 60.0,
+        key: str | None = None,
     ) -> None:
+        """``key``: open (or create) the file encrypted with SQLCipher (the ``encryption``
+        extra); a wrong or missing key is an EncryptionKeyError, never a new database."""
         if durability not in ("full", "normal"):
             raise InvalidInputError("durability must be 'full' or 'normal'")
         self.path = str(path)
@@ -106,30 +114,48 @@ class SQLiteStore(SqlReads, SqlRecords):
         self._session_locks = KeyedLocks()
         # other processes on the same file: a byte-range lock per key on a sidecar file
         self._file_locks = None if self.path == ":memory:" else FileRangeLocks(self.path + "-locks")
+        self.erasures = None if self.path == ":memory:" else ErasureLog(self.path + "-erasures")
         self._retry_seconds = lock_retry_seconds
+        self._key = key if key and self.path != ":memory:" else None
+        self.encrypted = self._key is not None
         try:
-            self._conn = sqlite3.connect(
-                self.path,
-                timeout=busy_timeout_ms / 1000,
-                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
+            self._conn = self._connect(busy_timeout_ms)
+        except sqlite_driver.ERRORS as exc:
             raise StorageError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
-        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        self._conn.execute("PRAGMA foreign_keys = ON")
-        if self.path != ":memory:":
-            self._retrying(lambda: self._conn.execute("PRAGMA journal_mode = WAL").fetchone())
-        self._durability = durability.upper()
-        self._conn.execute(f"PRAGMA synchronous = {self._durability}")
-        self._busy_timeout_ms = int(busy_timeout_ms)
-        # Readers get a connection per thread (file databases only): in WAL mode they
-        # read the last committed state without waiting for the writer's lock, so a
-        # background write's fsync never stalls a caller's read.
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._term_budget = TermBudget()  # keyword queries on a large log: see term_budget.py
-        self._migrate()
+        try:
+            if self._key is not None:
+                # SQLCipher learns whether the key is right when it decrypts page 1.
+                self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            # Deleted rows are overwritten with zeros, not left in free space: forgotten
+            # means gone from the file (see erase()).
+            self._conn.execute("PRAGMA secure_delete = ON")
+            if self.path != ":memory:":
+                self._retrying(lambda: self._conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            self._durability = durability.upper()
+            self._conn.execute(f"PRAGMA synchronous = {self._durability}")
+            self._busy_timeout_ms = int(busy_timeout_ms)
+            # Readers get a connection per thread (file databases only): in WAL mode they
+            # read the last committed state without waiting for the writer's lock, so a
+            # background write's fsync never stalls a caller's read.
+            self._local = threading.local()
+            self._readers: list[sqlite3.Connection] = []
+            self._term_budget = TermBudget()  # keyword queries on a large log: see term_budget.py
+            self._migrate()
+        except sqlite_driver.DATABASE_ERRORS as exc:  # not a database, truncated, damaged, wrong key
+            self._conn.close()
+            if self._file_locks is not None:
+                self._file_locks.close()
+            raise storage_error(self.path, exc, key_given=self._key is not None) from exc
+
+    def _connect(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        return sqlite_driver.connect(
+            self.path, self._key,
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,
+        )
 
     # ------------------------------------------------------------ plumbing
 
@@ -145,9 +171,9 @@ class SQLiteStore(SqlReads, SqlRecords):
     def _retrying(self, fn: Callable[[], T]) -> T:
         try:
             return fn()  # the common case: no lock contention, no retry machinery
-        except sqlite3.OperationalError as exc:
+        except sqlite_driver.OPERATIONAL_ERRORS as exc:
             if not _is_locked(exc):
-                raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+                raise storage_error(self.path, exc) from exc
         # Imported on the first contended write, not with the store: most processes never need it.
         from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
@@ -159,8 +185,8 @@ class SQLiteStore(SqlReads, SqlRecords):
         )
         try:
             return retry(fn)
-        except sqlite3.OperationalError as exc:
-            raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+        except sqlite_driver.OPERATIONAL_ERRORS as exc:
+            raise storage_error(self.path, exc) from exc
 
     def _write_records(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self.write(fn)
@@ -199,10 +225,10 @@ class SQLiteStore(SqlReads, SqlRecords):
 
         try:
             return self._retrying(attempt)
-        except sqlite3.IntegrityError as exc:
+        except sqlite_driver.INTEGRITY_ERRORS as exc:
             raise ConflictError(str(exc)) from exc
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+        except sqlite_driver.DATABASE_ERRORS as exc:
+            raise storage_error(self.path, exc) from exc
 
     def _reader(self) -> sqlite3.Connection | None:
         """This thread's read connection, or None when reads must use the writer's."""
@@ -210,10 +236,7 @@ class SQLiteStore(SqlReads, SqlRecords):
             return None  # one shared in-RAM database; or read-your-own-uncommitted-writes
         conn: sqlite3.Connection | None = getattr(self._local, "reader", None)
         if conn is None:
-            conn = sqlite3.connect(
-                self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None,
-                check_same_thread=False,
-            )
+            conn = self._connect(self._busy_timeout_ms)
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             conn.execute("PRAGMA query_only = ON")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -232,8 +255,8 @@ class SQLiteStore(SqlReads, SqlRecords):
 
         try:
             return self._retrying(attempt)
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(f"SQLite {self.path!r}: {exc}") from exc
+        except sqlite_driver.DATABASE_ERRORS as exc:
+            raise storage_error(self.path, exc) from exc
 
     def _migrate(self) -> None:
         def run(conn: sqlite3.Connection) -> None:
@@ -314,10 +337,54 @@ class SQLiteStore(SqlReads, SqlRecords):
         return found
 
     def delete_session(self, session_id: str) -> bool:
-        def run(conn: sqlite3.Connection) -> bool:
-            return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+        return self.erase(EraseRequest(session_ids=(session_id,))).sessions > 0
 
-        return self.write(run)
+    def erase(self, request: EraseRequest, *, log: bool = True) -> EraseCounts:
+        """Erase rows and everything derived from them; the bytes go from the files too.
+
+        Deletes run with ``secure_delete`` on (set when the connection opens), which
+        zeroes freed cells and pages; the full-text indexes are then merged
+        (``'optimize'``), since FTS5 keeps a deleted row's tokens in older segments until
+        they merge; and the WAL, which still holds the old page images, is checkpointed
+        and truncated. ``log`` appends the ids to the erasure log (a replay does not).
+        """
+        if request.empty:
+            return EraseCounts()
+        now = utcnow()
+
+        def run(conn: sqlite3.Connection) -> EraseCounts:
+            counts = erase_rows(conn, DIALECT, request, now)
+            if counts.messages or counts.notes or counts.sessions:
+                for table in ("messages_fts", "notes_fts"):
+                    # 'optimize' rewrites every segment into one, leaving deleted rows out.
+                    conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            return counts
+
+        counts = self.write(run)
+        if log and self.erasures is not None:
+            self.erasures.append(request, counts, now)
+        self.truncate_wal()
+        return counts
+
+    def _after_delete(self) -> None:
+        self.truncate_wal()
+
+    def truncate_wal(self) -> None:
+        """Fold the WAL into the database and truncate it (it keeps old page images).
+
+        Retried while a reader's snapshot holds it back; a WAL still busy after that is
+        logged, and the next erase (or the last connection's close) finishes the job.
+        """
+        if self.path == ":memory:":
+            return
+        for _ in range(50):
+            with self._lock:
+                busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if not busy:
+                return
+            time.sleep(0.02)
+        log.warning("SQLite %s: the WAL could not be truncated after an erase (a reader holds it)",
+                    self.path)
 
     # ------------------------------------------------------------ messages
 
@@ -466,29 +533,7 @@ class SQLiteStore(SqlReads, SqlRecords):
         return self.write(run)
 
     def delete_messages(self, ids: Sequence[int]) -> int:
-        id_list = [int(i) for i in ids]
-
-        def run(conn: sqlite3.Connection) -> int:
-            total = 0
-            for start in range(0, len(id_list), 500):
-                chunk = id_list[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                counts = conn.execute(
-                    f"SELECT session_id, COUNT(*) FROM messages WHERE id IN ({marks}) "
-                    "GROUP BY session_id",
-                    chunk,
-                ).fetchall()
-                total += conn.execute(
-                    f"DELETE FROM messages WHERE id IN ({marks})", chunk
-                ).rowcount
-                for sid, n in counts:
-                    conn.execute(
-                        "UPDATE sessions SET message_count = message_count - ? WHERE id = ?",
-                        (n, sid),
-                    )
-            return total
-
-        return self.write(run)
+        return self.erase(EraseRequest(message_ids=tuple(int(i) for i in ids))).messages
 
     # ------------------------------------------------------------ turns
 
@@ -666,11 +711,41 @@ class SQLiteStore(SqlReads, SqlRecords):
         # closing twice or after a failure is harmless
         with self._lock:
             for conn in [*self._readers, self._conn]:
-                with contextlib.suppress(sqlite3.Error):
+                with contextlib.suppress(*sqlite_driver.ERRORS):
                     conn.close()
             self._readers.clear()
             if self._file_locks is not None:
                 self._file_locks.close()
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def storage_error(path: str, exc: Exception, *, key_given: bool = False) -> StorageError:
+    """The memlane error for a failed SQLite call; a damaged file gets the one that says what to do."""
+    text = str(exc)
+    if "file is not a database" in text:
+        try:
+            with open(path, "rb") as f:
+                header = f.read(16)
+        except OSError:
+            header = b""
+        if key_given:
+            hint = ("the key is wrong, or the file is not encrypted (encrypt it with: memlane encrypt)"
+                    if header != _SQLITE_MAGIC else
+                    "the file is not encrypted: open it without a key, or encrypt it with: memlane encrypt")
+            return EncryptionKeyError(f"cannot open {path} with the given key: {hint}; nothing was changed")
+        # A SQLCipher file starts with 16 random bytes (its salt); text or a truncated
+        # SQLite file does not look like that.
+        if len(header) == 16 and header != _SQLITE_MAGIC and not header.isascii():
+            return EncryptionKeyError(
+                f"{path} is encrypted or not a SQLite database: open it with its key "
+                "(Memory(path, key=...), MEMLANE_KEY, or memlane --key-env NAME); if it is not "
+                f"encrypted it is damaged: memlane restore BACKUP --store {path}; nothing was changed"
+            )
+    if any(sign in text for sign in ("file is not a database", "malformed", "disk image")):
+        return CorruptDatabaseError(path, text)
+    return StorageError(f"SQLite {path!r}: {text}")
 
 
 def _split_sql(script: str) -> list[str]:
@@ -688,3 +763,23 @@ def _split_sql(script: str) -> list[str]:
     if buf.strip():
         out.append(buf.strip())
     return out
+
+
+def replay_erasures(db_path: str | Path, erasure_log: str | Path, key: str | None = None) -> int:
+    """Erase again, in the database at ``db_path``, what ``erasure_log`` says was erased.
+
+    For ``memlane restore``: a backup taken before an erasure still holds what was
+    erased; replaying the log on the copy (before it replaces the live database) keeps
+    it forgotten. Each entry only touches rows made before it was logged, so ids handed
+    out again since are left alone. Returns how many entries were replayed.
+    """
+    entries = ErasureLog(erasure_log).entries()
+    if not entries:
+        return 0
+    store = SQLiteStore(db_path, key=key)
+    try:
+        for entry in entries:
+            store.erase(entry.request(), log=False)
+    finally:
+        store.close()
+    return len(entries)
