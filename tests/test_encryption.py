@@ -115,7 +115,7 @@ def test_encrypt_and_decrypt_convert_a_store_and_its_checkpoints(tmp_path: Path,
     assert {p.name for p in db.parent.iterdir()} <= {"m.checkpoints", "m.db", "m.db-locks", "m.db-erasures"}
     with Memory(db, key=KEY, embedder="hashing") as mem:
         assert mem.store.count_messages() == count and mem.search(token)
-        state, snap = mem.extensions["checkpoints"].check("room")
+        state, snap = mem.parts.checkpoints.check("room")
         assert state in ("fresh", "stale") and snap is not None  # the sealed checkpoint opens
     with pytest.raises(EncryptionKeyError):
         Memory(db, embedder="none")
@@ -123,7 +123,7 @@ def test_encrypt_and_decrypt_convert_a_store_and_its_checkpoints(tmp_path: Path,
     assert done.returncode == 0, done.stderr
     with Memory(db, embedder="hashing") as mem:
         assert mem.store.count_messages() == count
-        assert mem.extensions["checkpoints"].check("room")[1] is not None
+        assert mem.parts.checkpoints.check("room")[1] is not None
 
 
 def test_forget_on_an_encrypted_store_is_final_too(tmp_path: Path, token: str) -> None:

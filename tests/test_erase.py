@@ -106,7 +106,7 @@ def test_forgetting_a_note_leaves_no_byte(tmp_path: Path, token: str) -> None:
         mem.add_note("JanHein likes the Alps.", user_id=ANCHOR)
     assert traces(db.parent, token)
     with open_mem(db) as mem:
-        assert mem.extensions["notes"].forget_note(note.id or 0) == 1
+        assert mem.parts.notes.forget_note(note.id or 0) == 1
         assert [n.text for n in mem.notes()] == ["JanHein likes the Alps."]
     assert traces(db.parent, token) == {}
 

@@ -61,7 +61,8 @@ class SQLiteVectorIndex:
     """
 
     def __init__(self, store: SQLiteStore) -> None:
-        if not isinstance(getattr(store, "connection", None), sqlite3.Connection):
+        # sqlite3 or SQLCipher (an encrypted store): both have the same DB-API connection
+        if getattr(store, "connection", None) is None:
             raise InvalidInputError("SQLiteVectorIndex needs a SQLiteStore")
         self._store = store
         self._lock = threading.Lock()
