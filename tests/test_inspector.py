@@ -129,8 +129,11 @@ def test_inspector_click_through(tmp_path: Path, browser: Any) -> None:
         page.wait_for_selector("#search-results .hit")
         first = page.locator("#search-results .hit").first
         assert "vegetarian" in first.inner_text()
+        assert first.locator(".relevance").count() == 1  # one compact bar; the parts on expand
+        assert not first.locator(".score-parts .parts").is_visible()
+        first.locator(".score-parts summary").click()
         assert first.locator(".score-parts .bar").count() >= 2
-        assert "keyword" in first.locator(".score-parts").inner_text()
+        assert "keyword" in first.locator(".score-parts .parts").inner_text()
         page.screenshot(path=str(ARTIFACTS / "inspector-search.png"), full_page=True)
         first.locator(".hit-head a").click()
         page.wait_for_selector("#transcript .msg.highlight")
@@ -420,4 +423,55 @@ def test_action_with_a_key_of_another_tenant_is_refused(tmp_path: Path, browser:
         assert len(refused) == 1 and not refused[0].allowed and refused[0].result == "not_found"
         assert refused[0].tenant_id == "other" and refused[0].session_id is None
         page.close()
+    mem.close()
+
+
+def test_people_view_and_search_grouped_filtered(tmp_path: Path, browser: Any) -> None:
+    mem = open_memory(tmp_path / "people.db")
+    load_data(mem)
+    note = mem.add_note("Ana is vegetarian", session_id="trip", user_id="ana", slot="diet", value="vegetarian")
+    # two people saying the same thing are two hits from search (a repeat by one speaker is one)
+    for sid, who in (("dup-1", "Bob"), ("dup-2", "Maria")):
+        mem.create_session(session_id=sid, user_id="bob", title=f"Bob chat {sid}")
+        mem.add(sid, "The pasta place on Rua Augusta closes at nine.", role="user", author_name=who)
+    mem.flush(30)
+    errors: list[str] = []
+    with running_server(mem) as url:
+        page = _ready_page(browser, url, errors)
+        page.click("#people-link")
+        page.wait_for_selector("#people")
+        page.click("#people a:text-is('ana')")
+        card = page.locator(f".note[data-note='{note.id}']")
+        expect(card).to_contain_text("Ana is vegetarian")
+        expect(card.locator(".slot")).to_contain_text("diet = vegetarian")
+        _shot(page, "inspector-people-ana.png", full_page=True)
+
+        # identical texts are one hit naming the other session, by title
+        page.fill("#search-input", "pasta place Rua Augusta")
+        page.press("#search-input", "Enter")
+        page.wait_for_selector("#search-results .hit")
+        dup = page.locator("#search-results .hit", has_text="pasta place")
+        expect(dup).to_have_count(1)
+        expect(dup.locator(".also")).to_contain_text("also said 1× in Bob chat dup-")
+        expect(dup.locator(".hit-head a")).to_contain_text("Bob chat dup-")
+        # keyboard: arrow down focuses the first hit, Enter opens it
+        page.locator("h1").click()
+        page.keyboard.press("ArrowDown")
+        assert page.evaluate("document.activeElement.dataset.index") == "0"
+        _shot(page, "inspector-search-grouped.png", full_page=True)
+
+        # filter by person: only ana's sessions
+        page.fill("#search-input", "vegetarian")
+        page.press("#search-input", "Enter")
+        page.wait_for_selector("#search-results .hit")
+        page.select_option("#filter-user", "bob")
+        expect(page.locator("#search-results")).not_to_contain_text("vegetarian", timeout=10_000)
+        page.select_option("#filter-user", "ana")
+        expect(page.locator("#search-results .hit").first).to_contain_text("vegetarian")
+        sessions = page.locator("#search-results .hit-head a").all_inner_texts()
+        assert set(sessions) <= {"Trip planning"}, sessions
+        page.select_option("#filter-session", "room-7")
+        expect(page.locator("#search-results")).not_to_contain_text("Trip planning")
+        page.close()
+    assert errors == []
     mem.close()

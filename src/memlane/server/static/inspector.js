@@ -518,15 +518,75 @@ function renderPacket(out, packet) {
 
 // ------------------------------------------------------------------ search
 
+function searchFilters() {
+  const users = [...new Set(state.sessions.map((x) => x.user_id).filter(Boolean))].sort();
+  const saved = state.searchFilter || {};
+  const user = el("select", { id: "filter-user", "aria-label": "Person" }, el("option", { value: "", text: "any person" }),
+    users.map((u) => el("option", { value: u, text: u })));
+  const session = el("select", { id: "filter-session", "aria-label": "Session" }, el("option", { value: "", text: "any session" }),
+    state.sessions.map((x) => el("option", { value: x.id, text: titleOf(x) })));
+  const since = el("select", { id: "filter-since", "aria-label": "Time" },
+    [["", "any time"], ["1", "last 24 hours"], ["7", "last 7 days"], ["30", "last 30 days"], ["365", "last year"]]
+      .map(([v, t]) => el("option", { value: v, text: t })));
+  user.value = saved.user_id || ""; session.value = saved.session_id || ""; since.value = saved.days || "";
+  const changed = () => {
+    state.searchFilter = { user_id: user.value, session_id: session.value, days: since.value };
+    route();
+  };
+  for (const node of [user, session, since]) node.addEventListener("change", changed);
+  return el("div", { class: "row search-filters" }, user, session, since);
+}
+
+// Identical texts (a message repeated, or said in several sessions) are one hit with where else it was said.
+function groupHits(hits) {
+  const groups = new Map();
+  for (const hit of hits) {
+    const key = (hit.message.content || "").trim().toLowerCase().replace(/\s+/g, " ");
+    if (groups.has(key)) groups.get(key).also.push(hit);
+    else groups.set(key, { hit, also: [] });
+  }
+  return [...groups.values()];
+}
+
+function hitNode({ hit, also }, top, index) {
+  const m = hit.message;
+  const parts = Object.entries(hit.scores || {});
+  const partTop = Math.max(1e-9, ...parts.map(([, v]) => Math.abs(v)));
+  const title = hit.session_title || m.session_id;
+  return el("div", { class: "hit", "data-message": m.id, tabindex: "0", "data-index": index,
+    onkeydown: (event) => { if (event.key === "Enter") location.hash = `#/session/${enc(m.session_id)}/transcript/${m.id}`; } },
+  el("div", { class: "hit-head" },
+    el("a", { href: `#/session/${enc(m.session_id)}/transcript/${m.id}`, text: title }),
+    el("span", {}, `${m.role}${m.author_name ? " · " + m.author_name : ""} · ${when(m.created_at)}`)),
+  el("div", { class: "snippet", text: hit.snippet || m.content }),
+  also.length ? el("div", { class: "also muted" }, `also said ${also.length}× in `,
+    also.flatMap((h, i) => [i ? ", " : null, el("a", { href: `#/session/${enc(h.message.session_id)}/transcript/${h.message.id}`,
+      text: h.session_title || h.message.session_id })])) : null,
+  el("details", { class: "score-parts" },
+    el("summary", { title: parts.map(([k, v]) => `${k} ${Number(v).toFixed(3)}`).join("\n") },
+      el("span", { class: "relevance" }, el("i", { style: `width:${(100 * Math.max(0, hit.score) / top).toFixed(1)}%` })),
+      el("span", { class: "hit-score", text: Number(hit.score).toFixed(3) })),
+    el("div", { class: "parts" }, parts.flatMap(([name, v]) => [
+      el("span", { text: name }),
+      el("span", { class: "bar" }, el("i", { style: `width:${(100 * Math.abs(v) / partTop).toFixed(1)}%` })),
+      el("span", { class: "v", text: Number(v).toFixed(3) }),
+    ]))));
+}
+
 async function runSearch(query) {
   state.selected = null;
   renderSessions();
   document.getElementById("search-input").value = query;
   const out = el("div", { id: "search-results" }, el("p", { class: "muted", text: "searching…" }));
-  view().replaceChildren(el("h1", { text: `Search: ${query}` }), out);
+  view().replaceChildren(el("h1", { text: `Search: ${query}` }), searchFilters(), out);
+  const filter = state.searchFilter || {};
+  const request = { query, top_k: 25 };
+  if (filter.user_id) request.user_id = filter.user_id;
+  if (filter.session_id) request.session_id = filter.session_id;
+  if (filter.days) request.since = new Date(Date.now() - Number(filter.days) * 86400e3).toISOString();
   let data;
   try {
-    data = await api("POST", "/v1/search", { query, top_k: 25 });
+    data = await api("POST", "/v1/search", request);
   } catch (error) {
     showError(out, error);
     return;
@@ -535,22 +595,52 @@ async function runSearch(query) {
     out.replaceChildren(el("p", { class: "muted", text: "nothing found" }));
     return;
   }
-  out.replaceChildren(...data.hits.map((hit) => {
-    const m = hit.message;
-    const parts = Object.entries(hit.scores || {});
-    const top = Math.max(1e-9, ...parts.map(([, v]) => Math.abs(v)));
-    return el("div", { class: "hit", "data-message": m.id },
-      el("div", { class: "hit-head" },
-        el("a", { href: `#/session/${enc(m.session_id)}/transcript/${m.id}`, text: hit.session_title || m.session_id }),
-        el("span", {}, `${m.role}${m.author_name ? " · " + m.author_name : ""} · ${when(m.created_at)} · score `,
-          el("span", { class: "hit-score", text: Number(hit.score).toFixed(3) }))),
-      el("div", { class: "snippet", text: hit.snippet || m.content }),
-      el("div", { class: "score-parts" }, parts.flatMap(([name, v]) => [
-        el("span", { text: name }),
-        el("span", { class: "bar" }, el("i", { style: `width:${(100 * Math.abs(v) / top).toFixed(1)}%` })),
-        el("span", { class: "v", text: Number(v).toFixed(3) }),
-      ])));
-  }));
+  const top = Math.max(1e-9, ...data.hits.map((h) => h.score));
+  const groups = groupHits(data.hits);
+  out.replaceChildren(el("p", { class: "muted", text: `${data.hits.length} hits` + (groups.length < data.hits.length
+    ? `, ${groups.length} distinct texts` : "") + " · ↑/↓ to move, Enter to open, click a bar for its parts" }),
+  ...groups.map((g, i) => hitNode(g, top, i)));
+}
+
+// Arrow keys move between hits on the search page.
+document.addEventListener("keydown", (event) => {
+  if (!["ArrowDown", "ArrowUp"].includes(event.key) || !document.getElementById("search-results")) return;
+  if (event.target instanceof HTMLInputElement || event.target instanceof HTMLSelectElement) return;
+  const hits = [...document.querySelectorAll("#search-results .hit")];
+  if (!hits.length) return;
+  const at = hits.indexOf(document.activeElement);
+  const next = event.key === "ArrowDown" ? Math.min(hits.length - 1, at + 1) : Math.max(0, at - 1);
+  hits[next].focus();
+  event.preventDefault();
+});
+
+// ------------------------------------------------------------------ people
+
+async function renderPeople(user) {
+  state.selected = null;
+  renderSessions();
+  const people = new Map();
+  for (const x of state.sessions) if (x.user_id) people.set(x.user_id, [...(people.get(x.user_id) || []), x]);
+  const nav = el("ul", { id: "people", class: "people" }, [...people.keys()].sort().map((u) => el("li", {},
+    el("a", { href: `#/people/${enc(u)}`, class: u === user ? "selected" : null, text: u }),
+    el("span", { class: "muted", text: ` ${people.get(u).length} session(s)` }))));
+  if (!user) {
+    view().replaceChildren(el("h1", { text: "People" }), people.size ? nav
+      : el("p", { class: "muted", text: "No session names a user yet." }));
+    return;
+  }
+  const notesBox = el("div", { id: "notes" }, el("p", { class: "muted", text: "loading…" }));
+  view().replaceChildren(el("h1", { text: `People · ${user}` }), nav,
+    el("h3", { text: "Sessions" }), list(people.get(user) || [], (x) => el("a", {
+      href: `#/session/${enc(x.id)}/memory`, text: titleOf(x) })),
+    el("h3", { text: `What memlane believes about ${user} now` }), notesBox);
+  try {
+    const notes = (await api("GET", `/v1/notes?user_id=${enc(user)}&limit=200`)).notes;
+    notesBox.replaceChildren(...(notes.length ? notes.map(noteCard)
+      : [el("p", { class: "muted", text: "No long-term notes about this person yet." })]));
+  } catch (error) {
+    showError(notesBox, error);
+  }
 }
 
 // ------------------------------------------------------------------ routing
@@ -560,6 +650,11 @@ async function route() {
   const raw = location.hash.slice(1);
   if (raw.startsWith("/search/")) {
     await runSearch(decodeURIComponent(raw.slice("/search/".length)));
+    return;
+  }
+  const person = raw.match(/^\/people\/?(.*)$/);
+  if (person) {
+    await renderPeople(person[1] ? decodeURIComponent(person[1]) : null);
     return;
   }
   const match = raw.match(/^\/session\/([^/]+)\/?(transcript|context|memory|audit)?\/?(\d+)?$/);
