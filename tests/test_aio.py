@@ -15,7 +15,9 @@ from tests.server_support import open_memory, running_server
 
 # Sync-only on purpose: wiring (observers, closers), constructors, and plain lookups.
 SYNC_ONLY = {"add_observer", "add_closer", "from_url", "in_memory", "sessions", "token_encoding_of",
-             "pending_writes", "anchor_id", "is_anchor", "MAX_DEFERRED", "background_work_started"}
+             "pending_writes", "anchor_id", "is_anchor", "MAX_DEFERRED", "background_work_started",
+             # an iterator that may block while it follows; async callers use GET /v1/events
+             "events"}
 
 
 async def script(mem: Any) -> dict[str, Any]:

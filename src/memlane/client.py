@@ -59,6 +59,8 @@ _STORE_FIELDS = frozenset({"id", "session_id", "hidden", "token_count"})
 LOCAL_ONLY: dict[str, str] = {
     # the server process's own background work (state, summaries, notes, vectors)
     "MAX_DEFERRED": "a setting of the server process's background work, not of a caller",
+    # a blocking iterator over the database's outbox; remote callers stream GET /v1/events (SSE)
+    "events": "follow GET /v1/events (Server-Sent Events, Last-Event-ID) instead",
     "background_work_started": "the server starts its background work itself",
     "start_background_work": "the server starts its background work itself when it starts",
     "sessions": "the SessionManager object lives in the server process (its calls are "

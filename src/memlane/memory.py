@@ -19,7 +19,7 @@ import time
 import uuid
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,7 @@ from memlane.models import (
 from memlane.parts import Extensions, Parts
 from memlane.store import Store, TurnRecord, open_store
 from memlane.store.erase import EraseCounts, EraseRequest
+from memlane.store.events import ChangeEvent
 from memlane.text import snippet
 from memlane.tokens import TokenCounter, counts_cheaply, get_counter
 from memlane.validation import check_identifier, check_max_tokens, check_metadata_filter
@@ -1157,6 +1158,27 @@ class Memory:
         self._retry_pending()
         self._drain_dispatcher(timeout)
         self.parts.flush(timeout)
+
+    def events(
+        self,
+        since: int | None = 0,
+        *,
+        tenant_id: str | None = None,
+        wait: bool = False,
+        poll_seconds: float = 0.05,
+        stop: threading.Event | None = None,
+    ) -> Iterator[ChangeEvent]:
+        """Change events (ids, kind, time, tenant; never content) after event id ``since``.
+
+        ``since=0`` replays everything kept, ``since=None`` starts at now; resume with the
+        last event's ``id``. ``wait=True`` follows new changes, from any process on the
+        same database, until ``stop`` is set. ``tenant_id`` keeps one tenant's events.
+        """
+        from memlane.store.events import follow
+
+        return follow(
+            self.store, since, tenant_id=tenant_id, wait=wait, poll_seconds=poll_seconds, stop=stop,
+        )
 
     def stats(self) -> dict[str, Any]:
         out = self.store.stats()

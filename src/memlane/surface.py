@@ -51,6 +51,7 @@ IN_PROCESS: dict[str, str] = {
     "background_work_started": "whether derived work (state, summaries, notes, vectors) runs",
     "start_background_work": "start derived work now (a server does at start)",
     "inactive_sessions": "sessions idle past a cutoff, every tenant (what prune_old_sessions deletes)",
+    "events": "change events from the database's outbox (over HTTP: GET /v1/events, SSE)",
 }
 
 

@@ -48,6 +48,24 @@ def cold_cmd(
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 
+def events_cmd(
+    store: str | None = typer.Option(
+        None, "--store", help="Database to use (default: a new SQLite file); postgresql://... works too.",
+    ),
+    events: int = typer.Option(200, "--events", min=10, help="Messages the writer process appends."),
+    pace: float = typer.Option(0.02, "--pace", min=0.0, help="Seconds between the writer's appends."),
+    polls: int = typer.Option(2000, "--polls", min=10, help="Empty polls to time."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Change-event latency between two processes (p50/p95) and the cost of polling the outbox."""
+    from memlane.bench_events import format_table, run_events_bench
+
+    with status("benchmarking change events"):
+        result = run_events_bench(store, events, pace, polls)
+    print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
 def register(app: typer.Typer) -> None:
+    app.command("events")(events_cmd)
     app.command("write")(write_cmd)
     app.command("cold")(cold_cmd)

@@ -39,8 +39,10 @@ Progress = Callable[[str, int, int], None]
 #: Tables that belong to the conversation log and are copied session by session.
 LOG_TABLES = ("sessions", "messages", "turns", "derived")
 #: Tables that are copied, rebuilt or bookkeeping; anything else in the source is reported.
+#: change_events is not copied: the target's triggers write its own events as rows arrive.
 _HANDLED = frozenset(
-    {*LOG_TABLES, "tool_call_ids", "message_vectors", "vector_meta", "schema_migrations", "sqlite_sequence"}
+    {*LOG_TABLES, "tool_call_ids", "message_vectors", "vector_meta", "schema_migrations", "sqlite_sequence",
+     "change_events"}
 )
 
 

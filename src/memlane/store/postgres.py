@@ -53,6 +53,7 @@ from memlane.models import (
 )
 from memlane.store.base import KeywordHit, TurnRecord
 from memlane.store.erase import EraseCounts, EraseRequest, erase_rows
+from memlane.store.events import EventReads
 from memlane.store.health import PG_TABLES, StoreHealth, delete_orphans_sql, postgres_health
 from memlane.store.pg_locks import PgSessionLocks
 from memlane.store.pg_rows import (
@@ -143,7 +144,7 @@ def _redact(url: str) -> str:
     return f"postgresql://{user}{'@' if user else ''}{host}{port}/{db}{tail}"
 
 
-class PostgresStore(SqlReads, SqlRecords):
+class PostgresStore(SqlReads, SqlRecords, EventReads):
     """A Store on PostgreSQL (14+; tested on 18). ``url`` is any libpq URL or DSN."""
 
     _dialect = DIALECT

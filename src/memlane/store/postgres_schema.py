@@ -289,6 +289,81 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         );
         """,
     ),
+    9: (
+        "change events",
+        # Same outbox as SQLite migration 9 (store/events.py). Sequence numbers are handed
+        # out before commit, so two writers could commit ids out of order and a reader
+        # that resumed after the larger one would skip the smaller: each writing
+        # transaction takes one advisory lock at its first event and holds it to COMMIT,
+        # so ids become visible in order. The cost is that event-writing transactions
+        # commit one at a time.
+        """
+        CREATE TABLE change_events (
+            id BIGSERIAL PRIMARY KEY,
+            at DOUBLE PRECISION NOT NULL,
+            tenant_id TEXT,
+            kind TEXT NOT NULL,
+            session_id TEXT,
+            subject_id BIGINT
+        );
+        CREATE INDEX change_events_by_tenant ON change_events (tenant_id, id);
+        CREATE FUNCTION memlane_change_event() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            kind TEXT;
+            row_tenant TEXT;
+            sid TEXT;
+            subject BIGINT;
+        BEGIN
+            IF TG_TABLE_NAME = 'sessions' THEN
+                IF TG_OP = 'INSERT' THEN kind := 'session.created';
+                    row_tenant := NEW.tenant_id; sid := NEW.id;
+                ELSIF TG_OP = 'UPDATE' THEN
+                    IF (NEW.title, NEW.system_prompt, NEW.metadata, NEW.status, NEW.user_id, NEW.agent_id)
+                       IS NOT DISTINCT FROM
+                       (OLD.title, OLD.system_prompt, OLD.metadata, OLD.status, OLD.user_id, OLD.agent_id)
+                    THEN RETURN NULL; END IF;
+                    kind := 'session.updated'; row_tenant := NEW.tenant_id; sid := NEW.id;
+                ELSE kind := 'session.forgotten'; row_tenant := OLD.tenant_id; sid := OLD.id;
+                END IF;
+            ELSIF TG_TABLE_NAME = 'session_archive' THEN
+                kind := 'session.archived'; sid := NEW.session_id;
+                SELECT tenant_id INTO row_tenant FROM sessions WHERE id = NEW.session_id;
+            ELSIF TG_TABLE_NAME = 'messages' THEN
+                IF TG_OP = 'INSERT' THEN kind := 'message.appended';
+                    row_tenant := NEW.tenant_id; sid := NEW.session_id; subject := NEW.id;
+                ELSE
+                    -- a forgotten session's messages go with it: its session.forgotten says so
+                    IF NOT EXISTS (SELECT 1 FROM sessions WHERE id = OLD.session_id) THEN RETURN NULL; END IF;
+                    kind := 'message.forgotten'; row_tenant := OLD.tenant_id; sid := OLD.session_id;
+                    subject := OLD.id;
+                END IF;
+            ELSE
+                IF TG_OP = 'INSERT' THEN kind := 'note.added';
+                    row_tenant := NEW.tenant_id; sid := NEW.session_id; subject := NEW.id;
+                ELSIF TG_OP = 'UPDATE' THEN
+                    IF NOT (OLD.valid_to IS NULL AND NEW.valid_to IS NOT NULL) THEN RETURN NULL; END IF;
+                    kind := 'note.superseded'; row_tenant := NEW.tenant_id; sid := NEW.session_id;
+                    subject := NEW.id;
+                ELSE kind := 'note.removed'; row_tenant := OLD.tenant_id; sid := OLD.session_id;
+                    subject := OLD.id;
+                END IF;
+            END IF;
+            PERFORM pg_advisory_xact_lock(7308394512);
+            INSERT INTO change_events (at, tenant_id, kind, session_id, subject_id)
+                VALUES (extract(epoch FROM clock_timestamp()), row_tenant, kind, sid, subject);
+            PERFORM pg_notify('memlane_events', currval(pg_get_serial_sequence('change_events', 'id'))::text);
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER change_sessions AFTER INSERT OR UPDATE OR DELETE ON sessions
+            FOR EACH ROW EXECUTE FUNCTION memlane_change_event();
+        CREATE TRIGGER change_session_archive AFTER INSERT ON session_archive
+            FOR EACH ROW EXECUTE FUNCTION memlane_change_event();
+        CREATE TRIGGER change_messages AFTER INSERT OR DELETE ON messages
+            FOR EACH ROW EXECUTE FUNCTION memlane_change_event();
+        CREATE TRIGGER change_notes AFTER INSERT OR UPDATE OF valid_to OR DELETE ON notes
+            FOR EACH ROW EXECUTE FUNCTION memlane_change_event();
+        """,
+    ),
 }
 
 #: Migrations that need an extension: skipped (and retried on the next start) when the

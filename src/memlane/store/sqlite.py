@@ -45,6 +45,7 @@ from memlane.models import (
 from memlane.store import sqlite_driver
 from memlane.store.base import KeyedLocks, KeywordHit, TurnRecord, remaining
 from memlane.store.erase import EraseCounts, EraseRequest, ErasureLog, erase_rows
+from memlane.store.events import EventReads
 from memlane.store.health import SQLITE_TABLES, StoreHealth, delete_orphans_sql, sqlite_health
 from memlane.store.records import SqlRecords
 from memlane.store.rows import (
@@ -85,7 +86,7 @@ def _is_locked(exc: BaseException) -> bool:
     )
 
 
-class SQLiteStore(SqlReads, SqlRecords):
+class SQLiteStore(SqlReads, SqlRecords, EventReads):
     """A Store on one SQLite file (or ``:memory:``)."""
 
     _dialect = DIALECT

@@ -279,4 +279,63 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         ) WITHOUT ROWID;
         """,
     ),
+    9: (
+        "change events",
+        """
+        -- The outbox of change events (store/events.py): ids, kind, time, tenant, never
+        -- content. Triggers write it in the same transaction as the change, whatever code
+        -- path made it, so a reader that saw event N has seen every change before it.
+        CREATE TABLE change_events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            tenant_id TEXT,
+            kind TEXT NOT NULL,
+            session_id TEXT,
+            subject_id INTEGER
+        );
+        CREATE INDEX change_events_by_tenant ON change_events(tenant_id, id);
+        CREATE TRIGGER change_session_created AFTER INSERT ON sessions BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id)
+                VALUES ((julianday('now') - 2440587.5) * 86400.0, new.tenant_id, 'session.created', new.id);
+        END;
+        CREATE TRIGGER change_session_updated AFTER UPDATE OF
+            title, system_prompt, metadata, status, user_id, agent_id ON sessions BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id)
+                VALUES ((julianday('now') - 2440587.5) * 86400.0, new.tenant_id, 'session.updated', new.id);
+        END;
+        CREATE TRIGGER change_session_forgotten AFTER DELETE ON sessions BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id)
+                VALUES ((julianday('now') - 2440587.5) * 86400.0, old.tenant_id, 'session.forgotten', old.id);
+        END;
+        CREATE TRIGGER change_session_archived AFTER INSERT ON session_archive BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id)
+                SELECT (julianday('now') - 2440587.5) * 86400.0, tenant_id, 'session.archived', id
+                FROM sessions WHERE id = new.session_id;
+        END;
+        CREATE TRIGGER change_message_appended AFTER INSERT ON messages BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id, subject_id)
+                SELECT (julianday('now') - 2440587.5) * 86400.0, tenant_id, 'message.appended', id, new.id
+                FROM sessions WHERE id = new.session_id;
+        END;
+        -- A forgotten session's messages go with it: its one session.forgotten says so.
+        CREATE TRIGGER change_message_forgotten AFTER DELETE ON messages BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id, subject_id)
+                SELECT (julianday('now') - 2440587.5) * 86400.0, tenant_id, 'message.forgotten', id, old.id
+                FROM sessions WHERE id = old.session_id;
+        END;
+        CREATE TRIGGER change_note_added AFTER INSERT ON notes BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id, subject_id)
+                VALUES ((julianday('now') - 2440587.5) * 86400.0, new.tenant_id, 'note.added', new.session_id, new.id);
+        END;
+        CREATE TRIGGER change_note_superseded AFTER UPDATE OF valid_to ON notes
+            WHEN old.valid_to IS NULL AND new.valid_to IS NOT NULL BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id, subject_id)
+                VALUES ((julianday('now') - 2440587.5) * 86400.0, new.tenant_id, 'note.superseded', new.session_id, new.id);
+        END;
+        CREATE TRIGGER change_note_removed AFTER DELETE ON notes BEGIN
+            INSERT INTO change_events(at, tenant_id, kind, session_id, subject_id)
+                VALUES ((julianday('now') - 2440587.5) * 86400.0, old.tenant_id, 'note.removed', old.session_id, old.id);
+        END;
+        """,
+    ),
 }

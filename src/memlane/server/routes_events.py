@@ -1,0 +1,82 @@
+"""GET /v1/events: change events as Server-Sent Events, tenant-scoped, resumable.
+
+Each SSE message carries ``id:`` (the event id), ``event:`` (its kind) and ``data:`` (the
+event as JSON: ids, kind, time, tenant; never content). A client that reconnects sends
+the last id it saw as ``Last-Event-ID`` (browsers' EventSource do this themselves) and
+gets everything after it, so a disconnect loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from functools import partial
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from memlane.errors import InvalidInputError
+from memlane.server.routes import View
+from memlane.store.events import ChangeEvent, EventSource
+
+router = APIRouter(prefix="/v1")
+
+#: Seconds between looks at the outbox while nothing new arrives, and between keep-alives.
+POLL_SECONDS = 0.05
+KEEPALIVE_SECONDS = 15.0
+
+
+def _frame(event: ChangeEvent) -> str:
+    return f"id: {event.id}\nevent: {event.kind}\ndata: {json.dumps(event.to_dict())}\n\n"
+
+
+@router.get(
+    "/events", tags=["events"], response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}},
+)
+async def events(
+    request: Request,
+    v: View,
+    since: Annotated[int | None, Query(ge=0, description="Replay events after this id (0: all kept).")] = None,
+    follow: Annotated[bool, Query(description="Keep the stream open for new events.")] = True,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """Change events of the caller's tenant as they happen (SSE); resume with Last-Event-ID.
+
+    Without ``since`` or ``Last-Event-ID`` the stream starts at now. ``follow=false`` ends
+    the response once caught up (for scripts that poll).
+    """
+    store = v.mem.store
+    if not isinstance(store, EventSource):
+        raise InvalidInputError("this store keeps no change events")
+    start = since
+    if last_event_id is not None:
+        if not last_event_id.strip().isdigit():
+            raise InvalidInputError(f"Last-Event-ID must be an event id, got {last_event_id!r}")
+        start = int(last_event_id)
+    tenant = v.caller.tenant
+    after = await anyio.to_thread.run_sync(store.last_event_id) if start is None else start
+
+    async def stream() -> AsyncIterator[str]:
+        nonlocal after
+        idle = 0.0
+        yield ": memlane change events\n\n"  # sends the headers at once
+        while True:
+            found = await anyio.to_thread.run_sync(partial(store.events_after, after, tenant_id=tenant))
+            for event in found:
+                yield _frame(event)
+            if found:
+                after, idle = found[-1].id, 0.0
+                continue
+            if not follow or await request.is_disconnected():
+                return
+            await anyio.sleep(POLL_SECONDS)
+            idle += POLL_SECONDS
+            if idle >= KEEPALIVE_SECONDS:
+                idle = 0.0
+                yield ": keep-alive\n\n"
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
