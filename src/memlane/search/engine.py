@@ -18,6 +18,9 @@ Search runs in two stages, both cheap:
      the questions that match;
    * ``session`` — how well the message's whole session matches (mean of its best parts),
      so a stray hit in an unrelated chat ranks below one inside a relevant conversation;
+   * ``when`` — the query asks *when* ("when did ...", "how long ago", "wann") and the message
+     carries a time expression of its own ("yesterday", "two weeks ago", "in 2019"): the turn
+     that tells of an event usually says when (search/when.py);
    * ``recency`` and ``importance`` — small tie-breakers (newer, marked important/pinned).
 
 The weights were tuned on five LoCoMo conversations for the general case (no per-question
@@ -44,6 +47,7 @@ from memlane.search.crosslingual import expand_query
 from memlane.search.embedders import Embedder, HashingEmbedder
 from memlane.search.relevance import relevance
 from memlane.search.vectors import VectorIndex
+from memlane.search.when import asks_when, says_when
 from memlane.store import KeywordHit, Store
 from memlane.text import content_words, snippet
 
@@ -168,6 +172,8 @@ class RecallConfig:
     coverage_top: int = 50
     #: add German/English translations of the query's words (search/crosslingual.py)
     crosslingual: bool = True
+    #: a query asking *when* favours turns that carry a time expression (search/when.py)
+    when: float = 0.4
 
     def with_(self, **changes: float | int) -> RecallConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -413,6 +419,12 @@ class RecallEngine:
                 parts[i]["coverage"] = _coverage(terms, text)
                 base[i] += cfg.coverage * parts[i]["coverage"]
 
+        # Every candidate, not only the best few: on the top 50 alone the held-aside
+        # conversations gained less (R@10 +0.005 instead of +0.008). Only "when" questions pay.
+        if cfg.when and asks_when(query):
+            for i, c in enumerate(cands):
+                parts[i]["when"] = 1.0 if says_when(c.message.content) else 0.0
+
         # neighbours: adjacent turns of one session (ids are assigned in append order)
         by_id = {c.message.id: i for i, c in enumerate(cands)}
         session_scores: dict[str, list[float]] = defaultdict(list)
@@ -460,6 +472,7 @@ class RecallEngine:
                 + cfg.session * p["session"]
                 + cfg.recency * p["recency"]
                 + cfg.importance * p["importance"]
+                + cfg.when * p.get("when", 0.0)
             )
             # Nearest neighbours always exist, even for a query about something never
             # discussed: a candidate needs evidence of its own or from an adjacent turn.
