@@ -24,9 +24,9 @@ PACKAGE = Path(memlane.__file__).parent
 CORE = frozenset({
     "memlane.errors", "memlane.models", "memlane.tokens", "memlane.text", "memlane.ports",
     "memlane.apikeys", "memlane.config", "memlane.lru", "memlane.notes.models", "memlane.language",
-    "memlane.items", "memlane.patterns", "memlane.seed_config", "memlane.bilingual",
+    "memlane.items", "memlane.patterns", "memlane.seed_config", "memlane.bilingual", "memlane.validation",
 })
-ADAPTERS = ("memlane.store", "memlane.search.embedders", "memlane.search.minilm_w8a8", "memlane.search.matrix")
+ADAPTERS = ("memlane.store", "memlane.sealing", "memlane.search.embedders", "memlane.search.minilm_w8a8", "memlane.search.matrix")
 FEATURES = ("memlane.context", "memlane.state", "memlane.search", "memlane.notes", "memlane.rooms")
 FACADE = frozenset({
     "memlane", "memlane.memory", "memlane.client", "memlane.components", "memlane.parts",

@@ -22,10 +22,11 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "items": ("items", "pop", "forget_at", "forget_history", "replace_history"),
     "search": ("search", "get_relevant_context"),
     "context": ("context", "get_state", "resolve_references", "hydrate", "shutdown"),
-    "notes": ("notes", "add_note", "note_history", "facets", "handle_command", "anchor_id", "is_anchor"),
+    "notes": ("notes", "add_note", "note_history", "facets", "handle_command", "anchor_id", "is_anchor",
+              "forget_note"),
     "admin": (
         "flush", "stats", "maintain", "prune_old_sessions", "export_session", "import_sessions",
-        "pending_writes", "from_url", "close",
+        "pending_writes", "from_url", "close", "audit_log",
     ),
 }
 
@@ -51,6 +52,8 @@ IN_PROCESS: dict[str, str] = {
     "background_work_started": "whether derived work (state, summaries, notes, vectors) runs",
     "start_background_work": "start derived work now (a server does at start)",
     "inactive_sessions": "sessions idle past a cutoff, every tenant (what prune_old_sessions deletes)",
+    "audit": "the server writes audit entries itself, for every change made through it",
+    "erase": "the one erase routine behind every deletion (delete_session, forget_messages, prune, ...)",
     "events": "change events from the database's outbox (over HTTP: GET /v1/events, SSE)",
 }
 
