@@ -145,6 +145,11 @@ def test_sse_stream_is_tenant_scoped_and_resumes_with_last_event_id(tmp_path: Pa
             assert [f["event"] for f in _sse(beta.splitlines())] == ["session.created", "message.appended"]
             bad = client.get(f"{url}/v1/events", headers={**auth(key_a), "Last-Event-ID": "x"})
             assert bad.status_code == 422 and "Last-Event-ID" in bad.text
+            # Ids past the database's 64-bit integers name no event: refused, not a 500.
+            huge = client.get(f"{url}/v1/events", headers={**auth(key_a), "Last-Event-ID": str(2**64)})
+            assert huge.status_code == 422 and "Last-Event-ID" in huge.text
+            huge = client.get(f"{url}/v1/events?since={2**64}&follow=false", headers=auth(key_a))
+            assert huge.status_code == 422
     finally:
         mem.close()
 

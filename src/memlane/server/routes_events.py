@@ -26,6 +26,9 @@ router = APIRouter(prefix="/v1")
 #: Seconds between looks at the outbox while nothing new arrives, and between keep-alives.
 POLL_SECONDS = 0.05
 KEEPALIVE_SECONDS = 15.0
+#: Event ids are 64-bit database integers; a larger id can name no event and would
+#: overflow the driver, so it is refused as bad input instead of failing with a 500.
+MAX_EVENT_ID = 2**63 - 1
 
 
 def _frame(event: ChangeEvent) -> str:
@@ -39,7 +42,7 @@ def _frame(event: ChangeEvent) -> str:
 async def events(
     request: Request,
     v: View,
-    since: Annotated[int | None, Query(ge=0, description="Replay events after this id (0: all kept).")] = None,
+    since: Annotated[int | None, Query(ge=0, le=MAX_EVENT_ID, description="Replay events after this id (0: all kept).")] = None,
     follow: Annotated[bool, Query(description="Keep the stream open for new events.")] = True,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
@@ -53,8 +56,9 @@ async def events(
         raise InvalidInputError("this store keeps no change events")
     start = since
     if last_event_id is not None:
-        if not last_event_id.strip().isdigit():
-            raise InvalidInputError(f"Last-Event-ID must be an event id, got {last_event_id!r}")
+        if not last_event_id.strip().isdigit() or int(last_event_id) > MAX_EVENT_ID:
+            raise InvalidInputError(
+                f"Last-Event-ID must be an event id (0 to {MAX_EVENT_ID}), got {last_event_id!r}")
         start = int(last_event_id)
     tenant = v.caller.tenant
     after = await anyio.to_thread.run_sync(store.last_event_id) if start is None else start
