@@ -15,7 +15,6 @@ database files afterwards; this module only adds the empty shell.
 from __future__ import annotations
 
 import contextlib
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,16 +35,6 @@ class ForgetReport:
 
     def to_dict(self) -> dict[str, object]:
         return {"session_id": self.session_id, "messages": self.messages, "notes": self.notes}
-
-
-def secure_delete(mem: Memory) -> AbstractContextManager[None]:
-    """Deletes inside the block leave no old bytes behind (``store.secure_delete()``)."""
-    return mem.store.secure_delete()
-
-
-def scrub_deleted_text(mem: Memory) -> None:
-    """Remove what deleted rows left in indexes and logs (``store.scrub_deleted_text()``)."""
-    mem.store.scrub_deleted_text()
 
 
 def forget_conversation(mem: Memory, session_id: str, *, keep_shell: bool = True) -> ForgetReport:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -126,15 +126,6 @@ class Store(MessageLog, KeywordIndex, DerivedRecords, Records, SessionLocks, Pro
     # aggregates over derived records
     def derived_total(self, kind: str, field: str) -> int:
         """Sum of the integer ``field`` of every derived record of ``kind`` (0 when none)."""
-        ...
-
-    # forgetting: deleted text must leave the files, not only the rows
-    def secure_delete(self) -> AbstractContextManager[None]:
-        """Deletes inside the block leave no old bytes behind where the engine keeps them."""
-        ...
-
-    def scrub_deleted_text(self) -> None:
-        """Best effort, after a forget: drop what deleted rows left in indexes and logs."""
         ...
 
     # housekeeping

@@ -20,7 +20,6 @@ Why these choices:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import threading
@@ -361,14 +360,6 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
         from memlane.store.keys import SqlKeyStore
 
         return SqlKeyStore(self, DIALECT)
-
-    def secure_delete(self) -> AbstractContextManager[None]:
-        """Nothing to switch on: PostgreSQL keeps no deleted text a reader can reach once
-        VACUUM has run (autovacuum does it)."""
-        return contextlib.nullcontext()
-
-    def scrub_deleted_text(self) -> None:
-        """Nothing to merge: the GIN keyword index drops deleted rows by itself."""
 
     def note_repository(self) -> NoteRepository:
         """Notes, facets, the archive tier and the audit log in this database (migration 4)."""

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -674,18 +674,6 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
         from memlane.store.keys import SqlKeyStore
 
         return SqlKeyStore(self, DIALECT)
-
-    def secure_delete(self) -> AbstractContextManager[None]:
-        """Deletes inside the block overwrite the freed bytes (``PRAGMA secure_delete``)."""
-        from memlane.store.sqlite_scrub import secure_delete
-
-        return secure_delete(self)
-
-    def scrub_deleted_text(self) -> None:
-        """Merge the FTS5 indexes and checkpoint the WAL: deleted words leave the files."""
-        from memlane.store.sqlite_scrub import scrub_deleted_text
-
-        scrub_deleted_text(self)
 
     def integrity_check(self) -> str:
         return str(self.read("PRAGMA integrity_check")[0][0])
