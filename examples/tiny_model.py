@@ -2,8 +2,10 @@
 
 It answers like a model that read its prompt: a question is answered with the first line
 of the prompt's context that shares a content word with it, or "I don't know." when none
-does. Every request is kept in ``requests`` so a caller can see what the model was sent.
-Standard library only, so the examples run anywhere memlane does.
+does. Every request is kept in ``requests`` (its body, plus ``path`` and ``auth``, the
+Authorization header or None) so a caller can see what the model was sent. Tests give it
+other answers (``TinyModel(answer=...)``) or a failing ``status``. Standard library only, so
+the examples run anywhere memlane does.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -40,24 +43,28 @@ def answer(messages: list[dict[str, Any]]) -> str:
 class TinyModel:
     """``with TinyModel() as m: m.url`` -> an OpenAI base URL (``m.ollama_url`` for Ollama)."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: Callable[[list[dict[str, Any]]], str] = answer) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.answer = answer
+        self.status = 200  # anything else answers with an error body, as a failing provider does
         model = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                model.requests.append(body)
-                text = answer(body["messages"])
-                if self.path.rstrip("/").endswith("/api/chat"):  # Ollama
-                    reply: dict[str, Any] = {"model": body.get("model"), "done": True,
-                                             "message": {"role": "assistant", "content": text}}
+                model.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                text = model.answer(body["messages"])
+                if model.status != 200:
+                    reply: dict[str, Any] = {"error": {"message": "the tiny model is failing on purpose"}}
+                elif self.path.rstrip("/").endswith("/api/chat"):  # Ollama
+                    reply = {"model": body.get("model"), "done": True,
+                             "message": {"role": "assistant", "content": text}}
                 else:  # OpenAI chat completions
                     reply = {"id": "tiny", "object": "chat.completion", "model": body.get("model"),
                              "choices": [{"index": 0, "finish_reason": "stop",
                                           "message": {"role": "assistant", "content": text}}]}
                 data = json.dumps(reply).encode()
-                self.send_response(200)
+                self.send_response(model.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -1,65 +1,32 @@
 """`memlane chat` driven through stdin in a subprocess, against a small real HTTP server on
-127.0.0.1 that speaks the chat-completions protocol."""
+127.0.0.1 that speaks the chat-completions protocol (examples/tiny_model.py)."""
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_model import TinyModel  # the examples' chat model: one definition
 
 from memlane import Memory
 from tests.server_support import open_memory, run_cli, running_server
 
 
-class FakeModel:
+def _food_answer(messages: list[dict[str, Any]]) -> str:
     """Answers like a model that read its context: it quotes what it knows about food."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                model.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-                context = " ".join(str(m.get("content")) for m in body["messages"][:-1])
-                question = body["messages"][-1]["content"]
-                answer = f"You said: {question}"
-                if "vegetarian" in context and "eat" in question:
-                    answer = "Since you are vegetarian, try the bean stew."
-                reply = {"id": "x", "object": "chat.completion", "model": body["model"], "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}]}
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeModel:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    context = " ".join(str(m.get("content")) for m in messages[:-1])
+    question = messages[-1]["content"]
+    if "vegetarian" in context and "eat" in question:
+        return "Since you are vegetarian, try the bean stew."
+    return f"You said: {question}"
 
 
 @pytest.fixture
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as m:
+def model() -> Iterator[TinyModel]:
+    with TinyModel(answer=_food_answer) as m:
         yield m
 
 
@@ -71,7 +38,7 @@ def chat(tmp_path: Path, args: list[str], lines: list[str], env_key: str | None 
     return r.stdout
 
 
-def test_chat_saves_both_sides_and_sends_the_packet(tmp_path: Path, model: FakeModel) -> None:
+def test_chat_saves_both_sides_and_sends_the_packet(tmp_path: Path, model: TinyModel) -> None:
     out = chat(tmp_path, ["--base-url", model.url, "--model", "tiny", "--session", "kitchen"], [
         "Hi, I'm Ana and I'm vegetarian.",
         "What should I eat tonight?",
@@ -106,7 +73,7 @@ def test_chat_saves_both_sides_and_sends_the_packet(tmp_path: Path, model: FakeM
         assert first.model_used == "tiny" and msgs[0].author_name == "ana"
 
 
-def test_chat_commands_clear_load_forget(tmp_path: Path, model: FakeModel) -> None:
+def test_chat_commands_clear_load_forget(tmp_path: Path, model: TinyModel) -> None:
     chat(tmp_path, ["--base-url", model.url, "--session", "old-one"], ["the door is blue", "/quit"])
     out = chat(tmp_path, ["--base-url", model.url], [
         "/load old-o",  # by prefix
@@ -127,7 +94,7 @@ def test_chat_commands_clear_load_forget(tmp_path: Path, model: FakeModel) -> No
             "forget_conversation", True, True, "ok")
 
 
-def test_chat_dry_run_shows_the_packet_and_calls_nothing(tmp_path: Path, model: FakeModel) -> None:
+def test_chat_dry_run_shows_the_packet_and_calls_nothing(tmp_path: Path, model: TinyModel) -> None:
     with Memory(tmp_path / "chat.db", embedder="hashing") as mem:
         mem.create_session("Be brief.", session_id="trip", user_id="ana")
         mem.store_interaction("I'm vegetarian", "Noted.", session_id="trip")
@@ -146,7 +113,7 @@ def test_chat_without_a_model_says_how_to_configure_one(tmp_path: Path) -> None:
         assert mem.load_session("s") == []
 
 
-def test_chat_through_a_memlane_server(tmp_path: Path, model: FakeModel) -> None:
+def test_chat_through_a_memlane_server(tmp_path: Path, model: TinyModel) -> None:
     mem = open_memory(tmp_path / "served.db")
     with running_server(mem) as url:
         chat(tmp_path, ["--server", url, "--base-url", model.url, "--session", "remote"], ["hello server", "/quit"])
@@ -155,7 +122,7 @@ def test_chat_through_a_memlane_server(tmp_path: Path, model: FakeModel) -> None
 
 
 def test_chat_is_the_anchor_in_the_cli_conversation_and_runs_memory_commands(
-    tmp_path: Path, model: FakeModel
+    tmp_path: Path, model: TinyModel
 ) -> None:
     url = ["--base-url", model.url]
     out = chat(tmp_path, url, [

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
+from tiny_model import TinyModel  # the examples' chat model: one definition
 
 from memlane import Memory
 from memlane.context.summaries import (
@@ -190,42 +190,22 @@ def test_malformed_record_is_rebuilt(mem: Memory) -> None:
     assert packet.summary_covered_turns == 10 and packet.rolling_session_summary
 
 
-class _Chat(BaseHTTPRequestHandler):
-    replies: ClassVar[list[str]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        text = body["messages"][-1]["content"]
-        _Chat.replies.append(text)
-        out = json.dumps({"choices": [{"message": {"content": f"LLM summary #{len(_Chat.replies)}."}}]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(out.encode())
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def chat_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Chat.replies = []
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+def chat_server() -> Iterator[TinyModel]:
+    model: TinyModel
+    with TinyModel(answer=lambda _messages: f"LLM summary #{len(model.requests)}.") as model:
+        yield model
 
 
-def test_llm_summarizer_when_configured(tmp_path: Path, chat_server: str) -> None:
-    with Memory(tmp_path / "m.db", embedder="hashing", llm_base_url=chat_server, llm_model="tiny") as mem:
+def test_llm_summarizer_when_configured(tmp_path: Path, chat_server: TinyModel) -> None:
+    with Memory(tmp_path / "m.db", embedder="hashing", llm_base_url=chat_server.url, llm_model="tiny") as mem:
         sid = mem.create_session(session_id="llm")
         write_script(mem, sid, EN)
         mem.flush()
         rec = mem.extensions["summaries"].load(sid)
         assert rec is not None and rec.summarizer == "llm:tiny"
         assert rec.text.startswith("LLM summary") and rec.blocks[0].text.startswith("LLM summary")
-        assert any("disk usage" in r for r in _Chat.replies)
+        assert any("disk usage" in r["messages"][-1]["content"] for r in chat_server.requests)
     # Unreachable endpoint: the offline summary is used, nothing breaks.
     with Memory(tmp_path / "m2.db", embedder="hashing", llm_base_url="http://127.0.0.1:9/v1") as mem:
         manager: SummaryManager = mem.extensions["summaries"]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_model import TinyModel  # the examples' chat model: one definition
 
 from memlane import InvalidInputError, Memory, NotFoundError, SessionNotFoundError
 from memlane.models import Message, utcnow
@@ -247,38 +246,19 @@ def test_a_forgotten_change_of_mind_reopens_what_was_true_before(mem: Memory) ->
     assert [(n.text, n.current) for n in mem.notes()] == [("JanHein loves coffee.", True)]
 
 
-class _FakeLLM(BaseHTTPRequestHandler):
-    reply: str = "[]"
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        assert body["messages"][0]["content"].startswith("Extract long-term memory notes")
-        out = json.dumps({"choices": [{"message": {"role": "assistant", "content": self.reply}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def test_llm_extractor_uses_the_endpoint_and_falls_back_to_rules() -> None:
     msg = Message(role="user", content="I work at CERN and love jazz.", id=7, author_id=ANCHOR, author_name="JanHein")
-    _FakeLLM.reply = 'Sure: [{"message_id": 7, "kind": "fact", "text": "JanHein works at CERN.", ' \
-                     '"slot": "work", "value": "CERN", "importance": 0.8}, {"message_id": 99, "kind": "fact", "text": "x"}]'
-    server = HTTPServer(("127.0.0.1", 0), _FakeLLM)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        ext = LLMExtractor(f"http://127.0.0.1:{server.server_port}", "tiny")
+    reply = 'Sure: [{"message_id": 7, "kind": "fact", "text": "JanHein works at CERN.", ' \
+            '"slot": "work", "value": "CERN", "importance": 0.8}, {"message_id": 99, "kind": "fact", "text": "x"}]'
+    with TinyModel(answer=lambda _messages: reply) as model:
+        ext = LLMExtractor(model.url.removesuffix("/v1"), "tiny")  # a base URL without /v1: it adds it
         found = ext.extract([msg], CTX)
         assert [(c.text, c.slot, c.origin, c.source_ids) for c in found] == [
             ("JanHein works at CERN.", "work", "llm", [7])
         ]
-    finally:
-        server.shutdown()
+    (asked,) = model.requests
+    assert asked["path"] == "/v1/chat/completions"
+    assert asked["messages"][0]["content"].startswith("Extract long-term memory notes")
     dead = LLMExtractor("http://127.0.0.1:9", "tiny", timeout=2)
     assert {c.text for c in dead.extract([msg], CTX)} >= {"JanHein works at CERN."}
 

@@ -6,23 +6,19 @@ speaking chat-completions for the LLM summarizer and its fallback.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tiny_model import TinyModel  # the examples' chat model: one definition
 
 from memlane.context.keyphrases import extract_keyphrases
 from memlane.context.summarizer import (
@@ -302,59 +298,14 @@ def test_keyphrases_ignore_speaker_vocatives(conv: LocomoConversation) -> None:
 # ----------------------------------------------------------------------- LLM
 
 
-@dataclass
-class ChatServer:
-    """A real chat-completions endpoint on 127.0.0.1 with a scripted reply."""
-
-    status: int = 200
-    reply: str = "Ana told Ben that she adopted a border collie named Pixel."
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    url: str = ""
+PIXEL_SUMMARY = "Ana told Ben that she adopted a border collie named Pixel."
 
 
 @pytest.fixture
-def chat_server() -> Iterator[ChatServer]:
-    state = ChatServer()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length))
-            state.requests.append({"path": self.path, **body})
-            state.headers.append(dict(self.headers))
-            if state.status != 200:
-                payload = b'{"error": {"message": "boom"}}'
-            else:
-                payload = json.dumps(
-                    {
-                        "id": "chatcmpl-1",
-                        "object": "chat.completion",
-                        "model": body.get("model"),
-                        "choices": [
-                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": state.reply}}
-                        ],
-                    }
-                ).encode()
-            self.send_response(state.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+def chat_server() -> Iterator[TinyModel]:
+    """A real chat-completions endpoint on 127.0.0.1 with a scripted reply."""
+    with TinyModel(answer=lambda _messages: PIXEL_SUMMARY) as model:
+        yield model
 
 
 PIXEL = [
@@ -363,11 +314,11 @@ PIXEL = [
 ]
 
 
-def test_llm_summarizer_calls_chat_completions(chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_summarizer_calls_chat_completions(chat_server: TinyModel, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMLANE_TEST_LLM_KEY", "sk-test-123")
     llm = LLMSummarizer(base_url=chat_server.url, model="tiny-model", api_key_env="MEMLANE_TEST_LLM_KEY")
     text = llm.summarize(PIXEL, previous_summary="Ana and Ben met in 2023.")
-    assert text == chat_server.reply
+    assert text == PIXEL_SUMMARY
     (request,) = chat_server.requests
     assert request["path"] == "/v1/chat/completions"
     assert request["model"] == "tiny-model"
@@ -376,22 +327,23 @@ def test_llm_summarizer_calls_chat_completions(chat_server: ChatServer, monkeypa
     assert "Ana: I adopted a border collie" in user["content"]
     assert "Ben: Congrats!" in user["content"]
     assert "Ana and Ben met in 2023." in user["content"]
-    assert chat_server.headers[0]["Authorization"] == "Bearer sk-test-123"
+    assert request["auth"] == "Bearer sk-test-123"
 
 
-def test_llm_summarizer_enforces_the_budget(chat_server: ChatServer) -> None:
-    chat_server.reply = " ".join(
+def test_llm_summarizer_enforces_the_budget(chat_server: TinyModel) -> None:
+    long_reply = " ".join(
         f"Sentence {i} says that Ana adopted a dog and Ben looks for a flat in Leipzig." for i in range(40)
     )
+    chat_server.answer = lambda _messages: long_reply
     llm = LLMSummarizer(base_url=chat_server.url, model="m", api_key_env=None)
     text = llm.summarize(PIXEL, max_tokens=40)
     assert 0 < COUNTER.count(text) <= 40
     assert text.startswith("Sentence 0 says")
     assert chat_server.requests[0]["max_tokens"] == 40
-    assert "Authorization" not in chat_server.headers[0]
+    assert chat_server.requests[0]["auth"] is None
 
 
-def test_llm_summarizer_falls_back_on_500(chat_server: ChatServer, caplog: pytest.LogCaptureFixture) -> None:
+def test_llm_summarizer_falls_back_on_500(chat_server: TinyModel, caplog: pytest.LogCaptureFixture) -> None:
     chat_server.status = 500
     llm = LLMSummarizer(base_url=chat_server.url, model="m", max_attempts=3, backoff_seconds=0.01)
     with caplog.at_level(logging.WARNING, logger="memlane.context.summarizer"):

@@ -8,20 +8,17 @@ config snippets are copied here as literals (tests never read the seed documents
 from __future__ import annotations
 
 import logging
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from tiny_model import TinyModel  # the examples' model: one definition
 
 from memlane import Memory
 from memlane.config import load_settings
 from memlane.errors import ConfigError
 from memlane.models import utcnow
 from tests.server_support import run_cli
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from tiny_model import TinyModel  # the examples' model: one definition
 
 SEED_000_CONFIG = """\
 memory:
