@@ -81,6 +81,38 @@ def test_written_after_every_turn_beside_the_db(db: Path) -> None:
         assert snap.reason == "turn"
 
 
+def test_a_turn_checkpoint_is_written_once(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """checkpoint_per_turn: sync writes a turn's checkpoint before store_interaction returns;
+    the summary thread then builds the same snapshot and must not write (fsync) it again."""
+    import memlane.state.checkpoint as checkpoint
+
+    written: list[Path] = []
+    real_write = checkpoint.atomic_write
+
+    def counting(path: Path, data: bytes) -> None:
+        written.append(path)
+        real_write(path, data)
+
+    monkeypatch.setattr(checkpoint, "atomic_write", counting)
+    with Memory(db, embedder="hashing", checkpoint_per_turn="sync") as mem:
+        sid = mem.create_session(session_id="ops", user_id="ops")
+        mem.start_background_work()  # an agent that reads context: the summary thread runs too
+        for i in range(4):
+            mem.store_interaction(f"How do I restart nginx on web-{i}?",
+                                  f"Run systemctl restart nginx on web-{i}.", session_id=sid)
+            assert len(written) == i + 1  # on disk before the call returned
+            mem.flush()
+            assert len(written) == i + 1  # nothing changed: not written again
+        path = _path(mem, sid)
+        path.unlink()  # removed behind the manager's back: the next turn's is written again
+        mem.store_interaction("And on web-9?", "The same command.", session_id=sid)
+        mem.flush()
+        assert path.exists() and len(written) == 5
+        snap = _checkpoints(mem).read(sid)
+        assert snap is not None and snap.turn_count == 5
+        assert snap.last_message_id == mem.store.recent_messages(sid, 1)[0].id
+
+
 def test_hydrate_fresh_marks_resuming_and_next_turn_reactivates(db: Path) -> None:
     _session(db, EN)
     with Memory(db, embedder="hashing") as mem:

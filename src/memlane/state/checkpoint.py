@@ -37,6 +37,7 @@ from memlane.context.packet import StateView, session_state
 from memlane.context.strategies import tail_turns
 from memlane.context.summaries import SummaryManager, SummaryRecord
 from memlane.errors import MemlaneError
+from memlane.lru import LRUCache
 from memlane.models import JSON, Message, Session, utcnow
 
 if TYPE_CHECKING:
@@ -88,6 +89,12 @@ class ConversationCheckpointSnapshot:
         body: JSON = {"format": FORMAT, **asdict(self)}
         body["checksum"] = _checksum(body)
         return body
+
+    def content_digest(self) -> str:
+        """What the snapshot says about the session, apart from when and why it was taken."""
+        body = asdict(self)
+        del body["written_at"], body["reason"]
+        return _checksum(body)
 
     @classmethod
     def from_json(cls, raw: object) -> ConversationCheckpointSnapshot:
@@ -173,6 +180,16 @@ def _shred(path: Path) -> bool:
     return True
 
 
+def _stamp(path: Path) -> tuple[int, int]:
+    """Size and mtime of a checkpoint file, (-1, -1) when there is none: another process
+    or a person may have replaced or removed it since this one wrote it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return -1, -1
+    return st.st_size, st.st_mtime_ns
+
+
 def file_name(session_id: str, *, sealed: bool) -> str:
     """A checkpoint's file name; beside an encrypted store not even the id shows in it."""
     digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
@@ -236,6 +253,11 @@ class CheckpointManager:
         self.keep_turns = max(1, mem.settings.keep_raw_turns)
         self.seen: set[str] = set()  # sessions written to in this process (for shutdown())
         self._lock = threading.Lock()
+        # session id -> (content digest, file size and mtime) of the last checkpoint written
+        # here: with ``checkpoint_per_turn: sync`` the caller's thread writes a turn's
+        # checkpoint and the summary thread then builds the same one again; rewriting it
+        # (two fsyncs) would change nothing but its written_at.
+        self._written: LRUCache[str, tuple[str, int, int]] = LRUCache(4096)
 
     # -- files
 
@@ -314,6 +336,8 @@ class CheckpointManager:
         )
 
     def write(self, session_id: str, reason: str = "turn", *, status: str | None = None) -> Path | None:
+        """Write the session's checkpoint. A turn's checkpoint that would say what the file
+        written last from here already says is not written again."""
         path = self.path_for(session_id)
         if path is None:
             return None
@@ -322,10 +346,15 @@ class CheckpointManager:
             if self.summaries is not None and session_id in self.summaries.deleted:
                 return None  # deleted (forgotten) while this write was queued
             snap = self.snapshot(session_id, reason, status=status)
+            digest = snap.content_digest()
+            if reason == "turn" and self._written.get(session_id) == (digest, *_stamp(path)):
+                self.seen.add(session_id)
+                return path
             data = json.dumps(snap.to_json(), ensure_ascii=False, separators=(",", ":"), default=str)
             raw = data.encode("utf-8")
             # Beside an encrypted store a checkpoint is sealed with the same key.
             atomic_write(path, raw if self.mem.sealer is None else self.mem.sealer.seal(raw))
+            self._written.put(session_id, (digest, *_stamp(path)))
         self.seen.add(session_id)
         return path
 
@@ -333,6 +362,7 @@ class CheckpointManager:
         path = self.path_for(session_id)
         if path is None:
             return False
+        self._written.pop(session_id)
         removed = _shred(path)
         for leftover in path.parent.glob(f".{path.name}.*.tmp"):  # from a crash mid-write
             _shred(leftover)
