@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from memlane.store.filters import Dialect
 
-__all__ = ["EraseCounts", "EraseRequest", "ErasureLog", "erase_rows"]
+__all__ = ["EraseCounts", "EraseRequest", "ErasureLog", "erase_rows", "redact_audit", "reopen_note"]
 
 _CHUNK = 500  # ids per statement: far below every driver's parameter limit
 
@@ -145,31 +145,43 @@ def erase_rows(conn: _Conn, d: Dialect, req: EraseRequest, now: datetime) -> Era
         clause, params = d.in_list("session_id", chunk)
         counts.messages += int(conn.execute(
             f"SELECT COUNT(*) FROM messages WHERE {clause}", params).fetchall()[0][0])
-        # Who, what, when and the result stay; the words said do not.
-        conn.execute(f"UPDATE audit_log SET command = '[forgotten]', actor_name = NULL, detail = '{{}}' "
-                     f"WHERE command IS NOT NULL AND {clause}", params)
+    redact_audit(conn, d, sessions)
     counts.sessions = _execute(conn, d, "DELETE FROM sessions WHERE", "id", sessions)
     for nid in reopen:
-        _reopen_note(conn, d, nid, now)
+        reopen_note(conn, d, nid, now)
     return counts
 
 
-def _reopen_note(conn: _Conn, d: Dialect, note_id: int, now: datetime) -> None:
+def redact_audit(conn: _Conn, d: Dialect, session_ids: Sequence[str]) -> int:
+    """Who, what, when and the result of these sessions' audit entries stay; the words
+    said do not. Returns how many entries were redacted (0 when done before)."""
+    return _execute(
+        conn, d,
+        "UPDATE audit_log SET command = '[forgotten]', actor_name = NULL, detail = '{}' "
+        "WHERE command IS NOT NULL AND command <> '[forgotten]' AND",
+        "session_id", session_ids,
+    )
+
+
+def reopen_note(conn: _Conn, d: Dialect, note_id: int, now: datetime) -> bool:
+    """Make a superseded version current again (its successor went); False when it is
+    current already, still superseded, or something else is true in its slot now."""
     m = d.mark
     rows = conn.execute(
         f"SELECT tenant_id, user_id, slot FROM notes WHERE id = {m} AND valid_to IS NOT NULL "
         "AND superseded_by IS NULL", (note_id,),
     ).fetchall()
     if not rows:
-        return
+        return False
     tenant, user, slot = rows[0]
     if slot is not None and conn.execute(
         f"SELECT 1 FROM notes WHERE tenant_id = {m} AND COALESCE(user_id, '') = {m} AND slot = {m} "
         "AND valid_to IS NULL", (tenant, user or "", slot),
     ).fetchall():
-        return  # something else is true in that slot now
+        return False  # something else is true in that slot now
     conn.execute(f"UPDATE notes SET valid_to = NULL, updated_at = {m} WHERE id = {m}",
                  (d.time(now), note_id))
+    return True
 
 
 @dataclass(frozen=True, slots=True)

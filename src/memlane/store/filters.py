@@ -43,15 +43,21 @@ class Dialect:
     (NULL when the value is not JSON)."""
 
 
-def session_where(d: Dialect, flt: SessionFilter) -> Clause:
-    """A ``WHERE ...`` clause (or "") on sessions, and its parameters."""
+def equal_fields(d: Dialect, flt: object, fields: Sequence[str], prefix: str = "") -> tuple[list[str], list[Any]]:
+    """``prefix.field = value`` for each of ``fields`` the filter sets (None means any)."""
     clauses: list[str] = []
     params: list[Any] = []
-    for col in ("user_id", "agent_id", "tenant_id", "status"):
-        value = getattr(flt, col)
+    for name in fields:
+        value = getattr(flt, name)
         if value is not None:
-            clauses.append(f"{col} = {d.mark}")
+            clauses.append(f"{prefix}{name} = {d.mark}")
             params.append(value)
+    return clauses, params
+
+
+def session_where(d: Dialect, flt: SessionFilter) -> Clause:
+    """A ``WHERE ...`` clause (or "") on sessions, and its parameters."""
+    clauses, params = equal_fields(d, flt, ("user_id", "agent_id", "tenant_id", "status"))
     for key, value in flt.metadata.items():
         clause, values = d.metadata_equals(key, value)
         clauses.append(clause)
@@ -75,11 +81,9 @@ def message_where(d: Dialect, flt: MessageFilter) -> Clause:
     if flt.tenant_id is not None:
         clauses.append(f"{d.message_tenant} = {d.mark}")
         params.append(flt.tenant_id)
-    for col in ("user_id", "agent_id"):
-        value = getattr(flt, col)
-        if value is not None:
-            clauses.append(f"s.{col} = {d.mark}")
-            params.append(value)
+    owners, owner_params = equal_fields(d, flt, ("user_id", "agent_id"), "s.")
+    clauses += owners
+    params += owner_params
     if flt.unowned:
         clauses.append("s.user_id IS NULL")
     if flt.roles:

@@ -24,15 +24,18 @@ from memlane.errors import CorruptRecordError, NotFoundError, SessionNotFoundErr
 from memlane.models import utcnow
 from memlane.notes.models import AuditEntry, Facet, Note
 from memlane.ports import NoteFilter
-from memlane.store.filters import Dialect
+from memlane.store.erase import redact_audit, reopen_note
+from memlane.store.filters import Dialect, equal_fields
 
-__all__ = ["NOTE_COLS", "NotesDialect", "SqlNoteRepository"]
+__all__ = ["NOTE_COLS", "N_COLS", "NotesDialect", "SqlNoteRepository"]
 
 NOTE_COLS = (
     "id, lineage_id, tenant_id, user_id, session_id, kind, slot, value, polarity, text, "
     "author_id, author_name, importance, confidence, entities, metadata, origin, valid_from, "
     "valid_to, supersedes, superseded_by, seen_count, created_at, updated_at"
 )
+#: NOTE_COLS qualified for a query that joins notes as ``n`` (each backend's keyword search).
+N_COLS = ", ".join("n." + c.strip() for c in NOTE_COLS.split(","))
 _INSERT_COLS = (
     "lineage_id, tenant_id, user_id, session_id, kind, slot, value, polarity, text, "
     "author_id, author_name, importance, confidence, entities, metadata, origin, valid_from, "
@@ -122,13 +125,7 @@ class SqlNoteRepository:
 
     def _where(self, flt: NoteFilter) -> tuple[str, list[Any]]:
         m = self._m
-        clauses: list[str] = []
-        params: list[Any] = []
-        for col in ("tenant_id", "user_id", "session_id", "kind"):
-            value = getattr(flt, col)
-            if value is not None:
-                clauses.append(f"n.{col} = {m}")
-                params.append(value)
+        clauses, params = equal_fields(self._d.base, flt, ("tenant_id", "user_id", "session_id", "kind"), "n.")
         if flt.current_only:
             clauses.append("n.valid_to IS NULL")
         if flt.visible_in is not None:
@@ -311,24 +308,8 @@ class SqlNoteRepository:
         return found
 
     def reopen_note(self, note_id: int) -> bool:
-        m = self._m
-
-        def run(conn: Any) -> bool:
-            row = conn.execute(
-                f"SELECT tenant_id, user_id, slot FROM notes WHERE id = {m} AND valid_to IS NOT NULL "
-                "AND superseded_by IS NULL", (note_id,),
-            ).fetchone()
-            if row is None:
-                return False
-            if row[2] is not None and conn.execute(
-                f"SELECT 1 FROM notes WHERE tenant_id = {m} AND user_id {self._d.null_safe_equals} {m} "
-                f"AND slot = {m} AND valid_to IS NULL", tuple(row),
-            ).fetchone():
-                return False  # something else is true in that slot now
-            conn.execute(f"UPDATE notes SET valid_to = NULL, updated_at = {m} WHERE id = {m}", (self._now(), note_id))
-            return True
-
-        result: bool = self.store.write(run)
+        # the erase routine's own step (a forgotten successor reopens its predecessor)
+        result: bool = self.store.write(lambda conn: reopen_note(conn, self._d.base, note_id, utcnow()))
         return result
 
     def delete_notes(self, note_ids: Sequence[int]) -> int:
@@ -517,12 +498,9 @@ class SqlNoteRepository:
         return [self._audit(r) for r in rows]
 
     def redact_audit(self, session_id: str) -> int:
-        """Drop the words of a forgotten conversation's commands; keep who, what, when, result."""
-        result: int = self.store.write(lambda conn: conn.execute(
-            f"UPDATE audit_log SET command = '[forgotten]' WHERE session_id = {self._m} "
-            "AND command IS NOT NULL AND command <> '[forgotten]'",
-            (session_id,),
-        ).rowcount)
+        """Drop the words of a forgotten conversation's commands; keep who, what, when, result
+        (the same redaction the erase routine applies)."""
+        result: int = self.store.write(lambda conn: redact_audit(conn, self._d.base, [session_id]))
         return result
 
     # ------------------------------------------------------------ stats

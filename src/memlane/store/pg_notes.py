@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from memlane.notes.models import Note
 from memlane.ports import NoteFilter
-from memlane.store.notes import NOTE_COLS, NotesDialect, SqlNoteRepository
+from memlane.store.notes import N_COLS, NotesDialect, SqlNoteRepository
 from memlane.store.pg_rows import DIALECT
 from memlane.store.pg_search import tsquery_literal
 from memlane.text import content_words
@@ -49,7 +49,6 @@ class PostgresNoteStore(SqlNoteRepository):
         if not words:
             return []
         where, params = self._where(flt)
-        cols = ", ".join("n." + c.strip() for c in NOTE_COLS.split(","))
         # Words become lexemes with the column's own configuration, OR-ed.
         lexemes = [
             r[0] for r in self.store.read(
@@ -59,7 +58,7 @@ class PostgresNoteStore(SqlNoteRepository):
         if not lexemes:
             return []
         rows = self.store.read(
-            f"SELECT {cols}, ts_rank(n.tsv, q) AS rank FROM notes n, to_tsquery('english', %s) q "
+            f"SELECT {N_COLS}, ts_rank(n.tsv, q) AS rank FROM notes n, to_tsquery('english', %s) q "
             f"WHERE n.tsv @@ q AND {where} ORDER BY rank DESC, n.id DESC LIMIT %s",
             (tsquery_literal(lexemes), *params, int(limit)),
         )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlane.notes.models import Note
 from memlane.ports import NoteFilter
-from memlane.store.notes import NOTE_COLS, NotesDialect, SqlNoteRepository
+from memlane.store.notes import N_COLS, NotesDialect, SqlNoteRepository
 from memlane.store.sqlite_rows import DIALECT, _dumps
 from memlane.text import fts5_query
 
@@ -45,9 +45,8 @@ class SQLiteNoteStore(SqlNoteRepository):
         if not match:
             return []
         where, params = self._where(flt)
-        cols = ", ".join("n." + c.strip() for c in NOTE_COLS.split(","))
         rows = self.store.read(
-            f"SELECT {cols}, bm25(notes_fts) AS rank FROM notes_fts "
+            f"SELECT {N_COLS}, bm25(notes_fts) AS rank FROM notes_fts "
             f"JOIN notes n ON n.id = notes_fts.rowid WHERE notes_fts MATCH ? AND {where} "
             "ORDER BY rank LIMIT ?",
             (match, *params, int(limit)),
