@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from memlane import Memory
+from memlane.server.auth import key_store_for
 from memlane.store.events import ChangeEvent
 from tests.server_support import auth, new_key, running_server
 
@@ -125,8 +126,7 @@ def test_sse_stream_is_tenant_scoped_and_resumes_with_last_event_id(tmp_path: Pa
         a = mem.create_session(session_id="a", tenant_id="acme")
         mem.create_session(session_id="b", tenant_id="beta")
         mem.add(a, "first")
-        with running_server(mem, keys=__import__("memlane.server.auth", fromlist=["x"]).key_store_for(mem.store),
-                            require_auth=True) as url, httpx.Client() as client:
+        with running_server(mem, keys=key_store_for(mem.store), require_auth=True) as url, httpx.Client() as client:
             frames = _read_frames(client, f"{url}/v1/events?since=0", 2, auth(key_a))
             assert [f["event"] for f in frames] == ["session.created", "message.appended"]
             assert all(json.loads(f["data"])["tenant_id"] == "acme" for f in frames)
@@ -137,10 +137,12 @@ def test_sse_stream_is_tenant_scoped_and_resumes_with_last_event_id(tmp_path: Pa
                 mem.add(a, "second")
                 mem.add("b", "other tenant")
 
-            threading.Thread(target=write_later).start()
+            writer = threading.Thread(target=write_later)
+            writer.start()
             resumed = _read_frames(client, f"{url}/v1/events", 1, {**auth(key_a), "Last-Event-ID": frames[-1]["id"]})
             assert [f["event"] for f in resumed] == ["message.appended"]
             assert int(resumed[0]["id"]) > int(frames[-1]["id"])
+            writer.join()  # beta's message is written after acme's: wait for it, not for luck
             beta = client.get(f"{url}/v1/events?since=0&follow=false", headers=auth(key_b)).text
             assert [f["event"] for f in _sse(beta.splitlines())] == ["session.created", "message.appended"]
             bad = client.get(f"{url}/v1/events", headers={**auth(key_a), "Last-Event-ID": "x"})
