@@ -43,15 +43,14 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    Vectors = NDArray[np.float32]
+    from memlane.ports import Vectors as Vectors
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Vectors":  # the public alias, built on first use (it needs numpy)
-        import numpy as np
-        from numpy.typing import NDArray
+    if name == "Vectors":  # re-exported from the port; built on first use (it needs numpy)
+        from memlane import ports
 
-        return NDArray[np.float32]
+        return ports.Vectors
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [

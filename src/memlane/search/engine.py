@@ -52,7 +52,7 @@ from memlane.store import KeywordHit, Store
 from memlane.text import content_words, snippet
 
 if TYPE_CHECKING:
-    from memlane.search.matrix import Vectors
+    from memlane.ports import Vectors
 
 Mode = Literal["hybrid", "keyword", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")

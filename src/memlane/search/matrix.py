@@ -14,6 +14,8 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from memlane.ports import Vectors
+
 _simsimd: ModuleType | None
 try:
     # SIMD int8 dot products: scoring 100k int8 rows reads a quarter of the memory the
@@ -24,7 +26,6 @@ try:
 except ImportError:  # a platform without a wheel: float32 only, still exact
     _simsimd = None
 
-Vectors = NDArray[np.float32]
 _T = TypeVar("_T", bound=np.generic)
 
 

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name == "Vectors":  # built on first use: it needs numpy
-        from memlane.search.matrix import Vectors
+        from memlane import ports
 
-        return Vectors
+        return ports.Vectors
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
