@@ -1,4 +1,6 @@
-"""Run every benchmark and evaluation whose figures the README and closing notes cite.
+"""Run every `memlane bench` and `memlane eval` whose figures README.md, docs/ and bench/README.md cite.
+
+(The int8-activation figures come from `python -m memlane.cli.minilm_w8a8 --compare`.)
 
     .venv/bin/python bench/run_all.py            # full sizes (takes a while)
     .venv/bin/python bench/run_all.py --quick    # small sizes, to check the pipeline
@@ -16,13 +18,18 @@ import sys
 import time
 from pathlib import Path
 
+from memlane.eval.locomo_data import locomo_files
+
 ROOT = Path(__file__).resolve().parents[1]
-LOCOMO = sorted((ROOT.parent / "shared" / "data" / "locomo").glob("*.json"))
 MEMLANE = [sys.executable, "-m", "memlane.cli.main"]
 
 
 def steps(quick: bool) -> list[tuple[str, list[str]]]:
-    files = [str(p) for p in (LOCOMO[:1] if quick else LOCOMO)]
+    # $MEMLANE_LOCOMO_DIR, else ../shared/data/locomo beside the checkout: what `memlane eval` looks in
+    found = locomo_files()
+    files = [str(p) for p in (found[:1] if quick else found)]
+    if not files:
+        sys.exit("no LoCoMo files: set MEMLANE_LOCOMO_DIR to the directory holding them")
     return [
         ("write", ["bench", "write", "--json", *(["--adds", "200", "--history", "5000"] if quick else [])]),
         ("cold", ["bench", "cold", "--json", *(["--runs", "2"] if quick else [])]),
@@ -32,6 +39,11 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         ("store", ["bench", "store", "--store", "embedded", "--json",
                    *(["--messages", "5000"] if quick else [])]),
         ("serve", ["bench", "serve", "--json", "--duration", "10" if quick else "60"]),
+        ("events", ["bench", "events", "--json", *(["--events", "20", "--polls", "100"] if quick else [])]),
+        ("eval_references", ["eval", "references", "--json"]),
+        ("eval_topics", ["eval", "topics", "--json"]),
+        ("eval_relevance", ["eval", "relevance", "--json"]),
+        ("eval_crosslingual", ["eval", "crosslingual", "--json"]),
     ]
 
 
