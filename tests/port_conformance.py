@@ -168,6 +168,10 @@ class PortConformance:
                                               result="ok", session_id="room", command="forget this"))
         assert entry.id is not None
         assert [e.command for e in notes.list_audit(session_id="room")] == ["forget this"]
+        notes.append_audit(AuditEntry(action="forget", actor_id="@kim", is_anchor=True, allowed=True,
+                                      result="ok", tenant_id="other", command="forget that"))
+        assert [e.command for e in notes.list_audit(tenant_id="default", limit=1)] == ["forget this"]
+        assert [e.command for e in notes.list_audit(tenant_id="other")] == ["forget that"]
         assert notes.redact_audit("room") == 1
         assert [e.command for e in notes.list_audit(session_id="room")] != ["forget this"]
         with pytest.raises(NotFoundError):

@@ -161,3 +161,22 @@ def test_serve_without_keys_on_loopback_says_auth_is_off(tmp_path: Path) -> None
         r = httpx.post(f"{url}/v1/sessions/s/messages", json={"role": "user", "content": "hello"})
         assert r.status_code == 201
         assert httpx.get(f"{url}/v1/whoami").json()["auth"] is False
+
+
+def test_audit_limit_counts_only_the_callers_tenant(mem: Memory) -> None:
+    key_a, key_b = new_key(mem, "tenant-a"), new_key(mem, "tenant-b")
+    with client_for(mem, keys=key_store_for(mem.store), require_auth=True) as api:
+        for key, sid in ((key_a, "audit-a"), (key_b, "audit-b")):
+            api.post("/v1/sessions", json={"session_id": sid}, headers=auth(key))
+            r = api.post(f"/v1/sessions/{sid}/messages", json={"role": "user", "content": "hi"}, headers=auth(key))
+            mid = r.json()["id"]
+            if key == key_a:  # one change by tenant A, then newer ones by tenant B
+                api.patch(f"/v1/messages/{mid}", json={"pinned": True}, headers=auth(key))
+            else:
+                for pinned in (True, False, True):
+                    api.patch(f"/v1/messages/{mid}", json={"pinned": pinned}, headers=auth(key))
+        entries = api.get("/v1/audit", params={"limit": 1}, headers=auth(key_a)).json()["entries"]
+        assert [(e["action"], e["session_id"], e["tenant_id"]) for e in entries] == [
+            ("pin_message", "audit-a", "tenant-a")
+        ]
+        assert len(api.get("/v1/audit", params={"limit": 2}, headers=auth(key_b)).json()["entries"]) == 2

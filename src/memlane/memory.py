@@ -966,9 +966,10 @@ class Memory:
         """Write one entry to the audit log (who changed memory, what, and the result)."""
         return self._notes().store.append_audit(entry)
 
-    def audit_log(self, *, session_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        """The audit log, newest first."""
-        return self._notes().store.list_audit(session_id=session_id, limit=limit)
+    def audit_log(self, *, session_id: str | None = None, tenant_id: str | None = None,
+                  limit: int = 100) -> list[AuditEntry]:
+        """The audit log (of one tenant when ``tenant_id`` is given), newest first."""
+        return self._notes().store.list_audit(session_id=session_id, tenant_id=tenant_id, limit=limit)
 
     def facets(
         self, session_id: str | None = None, kind: str | None = None, *,

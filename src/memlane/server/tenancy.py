@@ -261,10 +261,9 @@ class TenantView:
         if session_id is not None:
             self.session(session_id)
         try:
-            entries = self.mem.audit_log(session_id=session_id, limit=limit)
+            return self.mem.audit_log(session_id=session_id, tenant_id=self.caller.tenant, limit=limit)
         except InvalidInputError:
             return []
-        return [e for e in entries if self.caller.tenant is None or e.tenant_id == self.caller.tenant]
 
     # ------------------------------------------------------------ search and context
 

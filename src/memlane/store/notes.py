@@ -489,9 +489,14 @@ class SqlNoteRepository:
         ))
         return entry
 
-    def list_audit(self, *, session_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+    def list_audit(self, *, session_id: str | None = None, tenant_id: str | None = None,
+                   limit: int = 100) -> list[AuditEntry]:
         m = self._m
-        where, params = (f"WHERE session_id = {m}", [session_id]) if session_id is not None else ("", [])
+        # Filtered in the query, before the limit: a tenant gets its newest ``limit`` entries.
+        wanted = {"session_id": session_id, "tenant_id": tenant_id}
+        clauses = [f"{col} = {m}" for col, value in wanted.items() if value is not None]
+        where = "WHERE " + " AND ".join(clauses) if clauses else ""
+        params = [value for value in wanted.values() if value is not None]
         rows = self.store.read(
             f"SELECT {AUDIT_COLS} FROM audit_log {where} ORDER BY id DESC LIMIT {m}", (*params, int(limit))
         )
