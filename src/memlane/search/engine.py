@@ -49,7 +49,7 @@ from memlane.search.relevance import relevance
 from memlane.search.vectors import VectorIndex
 from memlane.search.when import asks_when, says_when
 from memlane.store import KeywordHit, Store
-from memlane.text import content_words, snippet
+from memlane.text import content_words, snippet, words
 
 if TYPE_CHECKING:
     from memlane.ports import Vectors
@@ -128,12 +128,9 @@ def _coverage(terms: set[str], text: str) -> float:
     return sum(1 for t in terms if t in text) / len(terms) if terms else 0.0
 
 
-_WORDS = re.compile(r"\w+")
-
-
 def near_duplicate_key(text: str) -> frozenset[str]:
     """The words of a text, for telling near-identical messages apart from merely similar."""
-    return frozenset(w.lower() for w in _WORDS.findall(text))
+    return frozenset(words(text))
 
 
 def _same_text(a: frozenset[str], b: frozenset[str]) -> bool:
