@@ -28,9 +28,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memlane.errors import EmbedderMismatchError, InvalidInputError
+from memlane.errors import InvalidInputError
 from memlane.models import MessageFilter
 from memlane.ports import EMBEDDED_ROLES, ModelInfo, Vectors
+from memlane.store.pg_rows import DIALECT
+from memlane.store.vector_rules import (
+    META_KEYS,
+    check_claim,
+    checked_query,
+    checked_rows,
+    meta_select,
+    model_info_of,
+    write_model_info,
+)
 
 if TYPE_CHECKING:
     from memlane.store.postgres import Conn, PostgresStore
@@ -40,8 +50,6 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 #: ef_search of every session (set by PostgresStore); raised to k for a larger k.
 EF_SEARCH = 100
-
-_META_KEYS = ("model_id", "dimension", "recipe")
 
 
 def vector_literal(row: Any) -> str:
@@ -61,12 +69,7 @@ class PgVectorIndex:
     # ----------------------------------------------------------- model info
 
     def model_info(self) -> ModelInfo | None:
-        rows = dict(
-            self._store.read("SELECT key, value FROM vector_meta WHERE key = ANY(%s)", (list(_META_KEYS),))
-        )
-        if "model_id" not in rows:
-            return None
-        return ModelInfo(str(rows["model_id"]), int(rows["dimension"]), str(rows.get("recipe", "")))
+        return model_info_of(self._store.read(*meta_select(DIALECT)))
 
     def _current_info(self) -> ModelInfo | None:
         """model_info() for the hot search path, re-read every few seconds.
@@ -88,27 +91,10 @@ class PgVectorIndex:
             self._info = None
 
     def set_model_info(self, info: ModelInfo) -> None:
-        if info.dimension < 1:
-            raise InvalidInputError("dimension must be positive")
-
         def run(conn: Conn) -> None:
             # one claimer at a time; others see its result after COMMIT
             conn.execute("LOCK TABLE vector_meta IN SHARE ROW EXCLUSIVE MODE")
-            current: dict[str, str] = dict(
-                conn.execute(
-                    "SELECT key, value FROM vector_meta WHERE key = ANY(%s)", (list(_META_KEYS),)
-                ).fetchall()
-            )
-            has_vectors = conn.execute("SELECT 1 FROM message_vectors LIMIT 1").fetchone()
-            if has_vectors and current.get("model_id") and (
-                current.get("model_id") != info.model_id
-                or int(current.get("dimension", 0)) != info.dimension
-                or current.get("recipe", "") != info.recipe
-            ):
-                raise EmbedderMismatchError(
-                    "cannot record a new embedder while vectors of another one are stored; "
-                    "run `memlane reindex`"
-                )
+            has_vectors = check_claim(conn, DIALECT, info)
             typmod = conn.execute(
                 "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'message_vectors'::regclass "
                 "AND attname = 'embedding'"
@@ -125,14 +111,7 @@ class PgVectorIndex:
                     f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
                     f"ef_construction = {HNSW_EF_CONSTRUCTION})"
                 )
-            for key, value in (
-                ("model_id", info.model_id), ("dimension", str(info.dimension)), ("recipe", info.recipe)
-            ):
-                conn.execute(
-                    "INSERT INTO vector_meta (key, value) VALUES (%s, %s) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (key, value),
-                )
+            write_model_info(conn, DIALECT, info)
 
         self._store.write(run)
         self._forget_info()
@@ -170,18 +149,7 @@ class PgVectorIndex:
     # ----------------------------------------------------------- writes
 
     def upsert(self, ids: Sequence[int], vectors: Vectors) -> int:
-        id_list = [int(i) for i in ids]
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(id_list):
-            raise InvalidInputError(
-                f"upsert needs one row per id: got {len(id_list)} ids and shape {matrix.shape}"
-            )
-        info = self.model_info()
-        if info is not None and matrix.shape[1] != info.dimension:
-            raise EmbedderMismatchError(
-                f"vectors of width {matrix.shape[1]} do not fit this index ({info.describe()}); "
-                "run `memlane reindex`"
-            )
+        id_list, matrix = checked_rows(ids, vectors, self.model_info())
         if not id_list:
             return 0
         literals = [vector_literal(row) for row in matrix]
@@ -216,7 +184,8 @@ class PgVectorIndex:
     def clear(self) -> None:
         def run(conn: Conn) -> None:
             conn.execute("TRUNCATE message_vectors")
-            conn.execute("DELETE FROM vector_meta WHERE key = ANY(%s)", (list(_META_KEYS),))
+            clause, params = DIALECT.in_list("key", META_KEYS)
+            conn.execute(f"DELETE FROM vector_meta WHERE {clause}", params)
 
         self._store.write(run)
         self._forget_info()
@@ -239,13 +208,7 @@ class PgVectorIndex:
         info = self._current_info()
         if info is None:
             return None
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        if q.shape[0] != info.dimension:
-            raise EmbedderMismatchError(
-                f"query vector has {q.shape[0]} dimensions, the index {info.dimension}; "
-                "run `memlane reindex`"
-            )
-        return vector_literal(q), info.dimension
+        return vector_literal(checked_query(query, info.dimension)), info.dimension
 
     def similarities(self, query: Vectors, ids: Sequence[int]) -> dict[int, float]:
         id_list = [int(i) for i in ids]

@@ -36,10 +36,19 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from memlane.errors import EmbedderMismatchError, InvalidInputError
+from memlane.errors import InvalidInputError
 from memlane.models import MessageFilter
 from memlane.ports import EMBEDDED_ROLES, ModelInfo
-from memlane.store.sqlite_rows import _message_where  # one definition of the filter semantics
+from memlane.store.sqlite_rows import DIALECT, _message_where  # one definition of the filters
+from memlane.store.vector_rules import (
+    META_KEYS,
+    check_claim,
+    checked_query,
+    checked_rows,
+    meta_select,
+    model_info_of,
+    write_model_info,
+)
 
 if TYPE_CHECKING:
     from memlane.ports import Vectors
@@ -71,65 +80,21 @@ class SQLiteVectorIndex:
     # ----------------------------------------------------------- model info
 
     def model_info(self) -> ModelInfo | None:
-        rows = dict(
-            self._store.read(
-                "SELECT key, value FROM vector_meta WHERE key IN ('model_id', 'dimension', 'recipe')"
-            )
-        )
-        if "model_id" not in rows:
-            return None
-        return ModelInfo(str(rows["model_id"]), int(rows["dimension"]), str(rows.get("recipe", "")))
+        return model_info_of(self._store.read(*meta_select(DIALECT)))
 
     def set_model_info(self, info: ModelInfo) -> None:
-        if info.dimension < 1:
-            raise InvalidInputError("dimension must be positive")
-
         def run(conn: sqlite3.Connection) -> None:
-            current = dict(
-                conn.execute(
-                    "SELECT key, value FROM vector_meta WHERE key IN ('model_id', 'dimension', 'recipe')"
-                ).fetchall()
-            )
-            has_vectors = conn.execute("SELECT 1 FROM message_vectors LIMIT 1").fetchone()
-            if has_vectors and current.get("model_id") and (
-                current.get("model_id") != info.model_id
-                or int(current.get("dimension", 0)) != info.dimension
-                or current.get("recipe", "") != info.recipe
-            ):
-                raise EmbedderMismatchError(
-                    "cannot record a new embedder while vectors of another one are stored; "
-                    "run `memlane reindex`"
-                )
-            for key, value in (
-                ("model_id", info.model_id), ("dimension", str(info.dimension)), ("recipe", info.recipe)
-            ):
-                conn.execute(
-                    "INSERT INTO vector_meta(key, value) VALUES (?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    (key, value),
-                )
+            check_claim(conn, DIALECT, info)
+            write_model_info(conn, DIALECT, info)
 
         self._store.write(run)
 
     # ----------------------------------------------------------- writes
 
     def upsert(self, ids: Sequence[int], vectors: Vectors) -> int:
-        import numpy as np
-
         from memlane.search.matrix import blob
 
-        id_list = [int(i) for i in ids]
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(id_list):
-            raise InvalidInputError(
-                f"upsert needs one row per id: got {len(id_list)} ids and shape {matrix.shape}"
-            )
-        info = self.model_info()
-        if info is not None and matrix.shape[1] != info.dimension:
-            raise EmbedderMismatchError(
-                f"vectors of width {matrix.shape[1]} do not fit this index ({info.describe()}); "
-                "run `memlane reindex`"
-            )
+        id_list, matrix = checked_rows(ids, vectors, self.model_info())
         if not id_list:
             return 0
 
@@ -171,7 +136,8 @@ class SQLiteVectorIndex:
     def clear(self) -> None:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM message_vectors")
-            conn.execute("DELETE FROM vector_meta WHERE key IN ('model_id', 'dimension', 'recipe')")
+            clause, params = DIALECT.in_list("key", META_KEYS)
+            conn.execute(f"DELETE FROM vector_meta WHERE {clause}", params)
 
         self._store.write(run)
         with self._lock:
@@ -229,22 +195,10 @@ class SQLiteVectorIndex:
         matrix = self._synced()
         if matrix is None or not ids:
             return {}
-        q = self._query(query, matrix.dimension)
+        q = checked_query(query, matrix.dimension)
         present, rows = matrix.rows_of(ids)
         sims = matrix.data[rows] @ q
         return {int(m): float(s) for m, s in zip(present, sims, strict=True)}
-
-    @staticmethod
-    def _query(query: Vectors, dimension: int) -> Vectors:
-        import numpy as np
-
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        if q.shape[0] != dimension:
-            raise EmbedderMismatchError(
-                f"query vector has {q.shape[0]} dimensions, the index {dimension}; "
-                "run `memlane reindex`"
-            )
-        return q
 
     def search(
         self, query: Vectors, k: int, flt: MessageFilter | None = None
@@ -261,9 +215,9 @@ class SQLiteVectorIndex:
         # range, "not hidden") usually keeps most rows, so score the whole matrix (int8
         # pre-ranking, see Matrix.best) and keep the best rows that pass, falling back to
         # the candidate rows when too few of the best pass.
-        q = self._query(query, matrix.dimension)
+        q = checked_query(query, matrix.dimension)
         flt = flt or MessageFilter()
-        where, params = _filter_sql(flt)
+        where, params = _message_where(flt)
         if not where:
             return matrix.best(q, k)
         if flt.session_id is None:
@@ -300,8 +254,3 @@ class SQLiteVectorIndex:
             params,
         )
         return [int(r[0]) for r in rows]
-
-
-def _filter_sql(flt: MessageFilter) -> tuple[str, list[object]]:
-    where, params = _message_where(flt)
-    return where, list(params)
