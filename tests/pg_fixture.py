@@ -15,11 +15,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
+    from memlane import Memory
     from memlane.store.pg_embedded import EmbeddedPostgres
     from memlane.store.postgres import PostgresStore
 
@@ -75,3 +77,16 @@ def fresh_pg_store(pg_url: str) -> Iterator[PostgresStore]:
     truncate_all(store)
     yield store
     store.close()
+
+
+@contextmanager
+def fresh_pg_memory(pg_url: str, **options: Any) -> Iterator[Memory]:
+    """A Memory on the module's database, emptied first so each test starts from scratch."""
+    from memlane import Memory
+
+    mem = Memory(pg_url, **options)
+    try:
+        truncate_all(mem.store)  # type: ignore[arg-type]
+        yield mem
+    finally:
+        mem.close()

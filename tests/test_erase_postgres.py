@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from memlane import Memory
-from tests.pg_fixture import truncate_all
+from tests.pg_fixture import fresh_pg_memory
 
 pytestmark = pytest.mark.postgres
 
@@ -20,10 +20,8 @@ _TEXT = {"messages": "content", "notes": "text", "derived": "value::text", "turn
 
 @pytest.fixture
 def mem(pg_url: str) -> Iterator[Memory]:
-    m = Memory(pg_url, embedder="hashing", anchor_id=ANCHOR, anchor_name="JanHein", promote_every=1)
-    truncate_all(m.store)  # type: ignore[arg-type]
-    yield m
-    m.close()
+    with fresh_pg_memory(pg_url, embedder="hashing", anchor_id=ANCHOR, anchor_name="JanHein", promote_every=1) as m:
+        yield m
 
 
 def _rows_with(mem: Memory, token: str) -> dict[str, int]:

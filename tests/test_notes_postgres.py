@@ -11,7 +11,7 @@ from memlane import Memory
 from memlane.models import utcnow
 from memlane.notes.pg import PostgresNoteStore
 from memlane.rooms import ensure_room
-from tests.pg_fixture import truncate_all
+from tests.pg_fixture import fresh_pg_memory
 
 pytestmark = pytest.mark.postgres
 
@@ -21,10 +21,8 @@ MARIA = "@maria:matrix.org"
 
 @pytest.fixture
 def mem(pg_url: str) -> Iterator[Memory]:
-    m = Memory(pg_url, embedder="hashing", anchor_id=ANCHOR, anchor_name="JanHein", promote_every=2)
-    truncate_all(m.store)  # type: ignore[arg-type]
-    yield m
-    m.close()
+    with fresh_pg_memory(pg_url, embedder="hashing", anchor_id=ANCHOR, anchor_name="JanHein", promote_every=2) as m:
+        yield m
 
 
 def test_notes_supersede_history_and_visibility_on_postgres(mem: Memory) -> None:
