@@ -56,6 +56,21 @@ class PortConformance:
         ])
         assert store.author_names() == {"Ann", "Bo"}
 
+    def test_first_user_texts(self, store: Store) -> None:
+        store.create_session(Session(id="chat"))
+        store.append("chat", [
+            Message(role="system", content="rules"),
+            Message(role="user", content=" \n\u3000 "),  # no text: not what names the chat
+            Message(role="assistant", content="hello"),
+            Message(role="user", content="  Lisbon trip\nplans"),
+            Message(role="user", content="later"),
+        ])
+        store.hide_messages("chat")  # cleared history still names the conversation
+        store.create_session(Session(id="quiet"))
+        store.append("quiet", [Message(role="assistant", content="nobody spoke")])
+        assert store.first_user_texts(["chat", "quiet", "missing"]) == {"chat": "  Lisbon trip\nplans"}
+        assert store.first_user_texts([]) == {}
+
     def test_important_message_ids(self, store: Store) -> None:
         store.create_session(Session(id="s"))
         stored = store.append("s", [

@@ -110,6 +110,21 @@ def test_search_shows_score_parts(api: TestClient, mem: Memory) -> None:
     assert api.post("/v1/search", json={"query": ""}).status_code == 422
 
 
+def test_untitled_sessions_are_named_after_their_first_user_message(api: TestClient, mem: Memory) -> None:
+    api.post("/v1/sessions", json={"session_id": "named", "title": "Food talk"})
+    api.post("/v1/sessions/named/messages", json={"role": "user", "content": "vegetarian places please"})
+    api.post("/v1/sessions", json={"session_id": "plain"})
+    api.post("/v1/sessions/plain/messages", json={"role": "user", "content": "Is   the vegetarian\nplace open " + "x" * 80})
+    api.post("/v1/sessions", json={"session_id": "empty"})
+    listed = {x["id"]: x["display_title"] for x in api.get("/v1/sessions").json()["sessions"]}
+    assert listed["named"] == "Food talk" and listed["empty"] is None
+    assert listed["plain"].startswith("Is the vegetarian place open x") and len(listed["plain"]) <= 60
+    assert api.get("/v1/sessions/plain").json()["display_title"] == listed["plain"]
+    mem.flush()
+    hits = api.post("/v1/search", json={"query": "vegetarian", "top_k": 5}).json()["hits"]
+    assert {h["session_id"]: h["session_title"] for h in hits} == {"named": "Food talk", "plain": listed["plain"]}
+
+
 def test_export_import_round_trip(api: TestClient, mem: Memory) -> None:
     api.post("/v1/sessions", json={"session_id": "x", "title": "T"})
     api.post("/v1/sessions/x/turns", json={"query": "hello", "response": "hi"})

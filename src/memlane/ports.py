@@ -170,6 +170,11 @@ class MessageLog(Protocol):
         """Every author name in the log (the search engine matches queries to speakers)."""
         ...
 
+    def first_user_texts(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """The content of each session's first user message that has any text (hidden
+        ones too), by session id; sessions without one are left out."""
+        ...
+
     def important_message_ids(
         self, session_id: str, *, before_id: int | None, min_importance: float
     ) -> list[int]:

@@ -95,16 +95,17 @@ def list_sessions(
         "metadata": s.metadata_filter(metadata) if metadata is not None else None,
     }
     found = v.list_sessions(limit=limit, offset=offset, **{k: x for k, x in filters.items() if x is not None})
-    return {"sessions": [_session_out(v, x) for x in found]}
+    return {"sessions": _sessions_out(v, found)}
 
 
-def _session_out(v: TenantView, session: Session) -> dict[str, Any]:
-    return {**session.to_dict(), "display_title": v.display_title(session)}
+def _sessions_out(v: TenantView, sessions: list[Session]) -> list[dict[str, Any]]:
+    titles = v.display_titles(sessions)
+    return [{**x.to_dict(), "display_title": titles[x.id]} for x in sessions]
 
 
 @router.get("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_ERRORS)
 def get_session(session_id: SessionId, v: View) -> dict[str, Any]:
-    return _session_out(v, v.session(session_id))
+    return _sessions_out(v, [v.session(session_id)])[0]
 
 
 @router.patch("/sessions/{session_id}", response_model=s.SessionOut, tags=["sessions"], responses=_ERRORS)
@@ -290,13 +291,15 @@ def search(body: s.SearchIn, v: View) -> dict[str, Any]:
         agent_id=body.agent_id, top_k=body.top_k, roles=body.roles, authors=body.authors,
         since=body.since, until=body.until, min_score=body.min_score,
     )
-    out = []
+    out = [h.to_dict() for h in hits]
+    untitled: dict[str, Session | None] = {}  # the keyword-only path leaves hit.session unset
     for h in hits:
-        item = h.to_dict()
+        if not (h.session and h.session.title) and h.message.session_id not in untitled:
+            untitled[h.message.session_id] = h.session or v.mem.store.get_session(h.message.session_id)
+    titles = v.display_titles([x for x in untitled.values() if x is not None])
+    for item in out:
         if item.get("session_title") is None:
-            found = v.mem.store.get_session(h.message.session_id)
-            item["session_title"] = v.display_title(found) if found else None
-        out.append(item)
+            item["session_title"] = titles.get(item["session_id"])
     return {"hits": out}
 
 

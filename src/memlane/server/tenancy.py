@@ -119,15 +119,16 @@ class TenantView:
         self.session(session_id)
         return self.mem.end_session(session_id)
 
-    def display_title(self, session: Session) -> str | None:
-        """The title, or for an untitled session the start of its first user message (what
-        people recognise a conversation by); None while it has none."""
-        if session.title:
-            return session.title
-        for msg in self.mem.store.iter_messages(session.id, batch=8, include_hidden=True):
-            if msg.role == "user" and msg.content.strip():
-                return snippet_of(" ".join(msg.content.split()), "", TITLE_CHARS)
-        return None
+    def display_titles(self, sessions: Sequence[Session]) -> dict[str, str | None]:
+        """Each session's title, or for an untitled one the start of its first user message
+        (what people recognise a conversation by); None while it has none. One query for
+        all the untitled sessions of a listing."""
+        untitled = [x.id for x in sessions if not x.title]
+        firsts = self.mem.store.first_user_texts(untitled) if untitled else {}
+        return {
+            x.id: x.title or (snippet_of(" ".join(firsts[x.id].split()), "", TITLE_CHARS) if x.id in firsts else None)
+            for x in sessions
+        }
 
     def delete_session(self, session_id: str) -> bool:
         with self._audited("forget_session", session_id=session_id) as detail:

@@ -21,6 +21,9 @@ from memlane.store.rows import (
     turn_message_ids,
 )
 
+#: Every character str.strip() removes: a message of only these has no text.
+_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+
 
 class SqlReads:
     _dialect: ClassVar[filters.Dialect]
@@ -157,6 +160,21 @@ class SqlReads:
         return int(rows[0][0] or 0)
 
     # ------------------------------------------------------------ small log queries for features
+
+    def first_user_texts(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """The first user message with any text of each session (hidden ones too), in one
+        query per 500 sessions: what an untitled conversation is recognised by."""
+        d = self._dialect
+        out: dict[str, str] = {}
+        for start in range(0, len(session_ids), 500):
+            clause, params = d.in_list("session_id", list(session_ids[start : start + 500]))
+            rows = self.read(
+                "SELECT session_id, content FROM messages WHERE id IN (SELECT MIN(id) FROM messages "
+                f"WHERE {clause} AND role = 'user' AND rtrim(content, {d.mark}) <> '' GROUP BY session_id)",
+                (*params, _WHITESPACE),
+            )
+            out.update((str(r[0]), str(r[1])) for r in rows)
+        return out
 
     def author_names(self) -> set[str]:
         """Every author name in the log (the search engine matches queries to speakers)."""
