@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from memlane.models import Message, MessageFilter, Session, SessionFilter
+from memlane.models import Message, MessageFilter, Session
 from memlane.store import filters
 from memlane.store.rows import M_COLS as _M_COLS
 from memlane.store.rows import MESSAGE_COL_NAMES as _MESSAGE_COL_NAMES
@@ -24,7 +24,7 @@ from memlane.store.rows import decode_message, decode_session
 
 __all__ = [
     "DIALECT", "_MESSAGE_COLS", "_MESSAGE_COL_NAMES", "_M_COLS", "_SESSION_COLS", "_aware",
-    "_json", "_message_where", "_session_where", "_utc", "row_to_message", "row_to_session",
+    "_json", "_message_where", "_utc", "row_to_message", "row_to_session", "sessions_join",
 ]
 
 
@@ -77,10 +77,13 @@ DIALECT = filters.Dialect(
 )
 
 
-def _session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
-    return filters.session_where(DIALECT, flt)
-
-
 def _message_where(flt: MessageFilter) -> tuple[str, list[Any]]:
     """Extra AND-clauses on messages m (joined with sessions s for user/agent filters)."""
     return filters.message_where(DIALECT, flt)
+
+
+def sessions_join(flt: MessageFilter) -> str:
+    """The join :func:`_message_where` needs for ``flt``: messages carry their tenant here,
+    so only owner filters read the session row (a join saved on most queries)."""
+    needed = flt.user_id is not None or flt.agent_id is not None or flt.unowned
+    return "JOIN sessions s ON s.id = m.session_id" if needed else ""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlane.models import MessageFilter
 from memlane.store.base import KeywordHit
-from memlane.store.pg_rows import _M_COLS, _message_where, row_to_message
+from memlane.store.pg_rows import _M_COLS, _message_where, row_to_message, sessions_join
 from memlane.store.postgres_schema import TEXT_CONFIG
 from memlane.store.term_budget import ROW_BUDGET, terms_within_budget
 from memlane.text import content_words
@@ -125,7 +125,7 @@ class Bm25Index:
         if not words:
             return []
         where, params = _message_where(flt)
-        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id is not None or flt.agent_id is not None or flt.unowned else ""
+        join = sessions_join(flt)
         # BM25 per candidate. ts_filter(setweight(...)) keeps only the query's lexemes of
         # the row (C functions), so the unnest that reads their term frequencies stays tiny.
         # Only ids and scores are ranked; the k winners' full rows are fetched after.

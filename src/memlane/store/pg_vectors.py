@@ -31,7 +31,7 @@ import numpy as np
 from memlane.errors import InvalidInputError
 from memlane.models import MessageFilter
 from memlane.ports import EMBEDDED_ROLES, ModelInfo, Vectors
-from memlane.store.pg_rows import DIALECT
+from memlane.store.pg_rows import DIALECT, _message_where, sessions_join  # one definition of the filters
 from memlane.store.vector_rules import (
     META_KEYS,
     check_claim,
@@ -232,10 +232,8 @@ class PgVectorIndex:
             return []
         literal, _dim = prepared
         flt = flt or MessageFilter()
-        from memlane.store.pg_rows import _message_where  # one definition of the filters
-
         where, params = _message_where(flt)
-        join = "JOIN sessions s ON s.id = m.session_id" if flt.user_id or flt.agent_id or flt.unowned else ""
+        join = sessions_join(flt)
 
         query_sql = f"""
             SELECT message_id, 1 - distance FROM (

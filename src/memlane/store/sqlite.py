@@ -56,14 +56,7 @@ from memlane.store.rows import MESSAGE_COLS as _MESSAGE_COLS
 from memlane.store.rows import SESSION_COLS as _SESSION_COLS
 from memlane.store.sql_reads import SqlReads
 from memlane.store.sqlite_locks import FileRangeLocks
-from memlane.store.sqlite_rows import (  # noqa: F401  (row_to_* re-exported for callers)
-    DIALECT,
-    _dumps,
-    _message_where,
-    _session_where,
-    row_to_message,
-    row_to_session,
-)
+from memlane.store.sqlite_rows import DIALECT, _dumps, _message_where, row_to_message
 from memlane.store.sqlite_schema import MIGRATIONS
 from memlane.store.term_budget import TermBudget
 from memlane.text import fts5_match, fts5_terms

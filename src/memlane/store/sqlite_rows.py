@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from memlane.errors import CorruptRecordError
-from memlane.models import Message, MessageFilter, Session, SessionFilter, from_epoch, to_epoch
+from memlane.models import Message, MessageFilter, from_epoch, to_epoch
 from memlane.store import filters
-from memlane.store.rows import decode_message, decode_session
+from memlane.store.rows import decode_message
 
-__all__ = ["DIALECT", "row_to_message", "row_to_session"]
+__all__ = ["DIALECT", "row_to_message"]
 
 
 def _loads(text: str | None, table: str, row_id: object, column: str) -> Any:
@@ -34,10 +34,6 @@ def _loads(text: str | None, table: str, row_id: object, column: str) -> Any:
 
 def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def row_to_session(row: Sequence[Any]) -> Session:
-    return decode_session(row, _loads, from_epoch)
 
 
 def row_to_message(row: Sequence[Any]) -> Message:
@@ -65,10 +61,6 @@ DIALECT = filters.Dialect(
     from_time=from_epoch,
     json_int="CASE WHEN json_valid({column}) THEN CAST(json_extract({column}, '$.{field}') AS INTEGER) END",
 )
-
-
-def _session_where(flt: SessionFilter) -> tuple[str, list[Any]]:
-    return filters.session_where(DIALECT, flt)
 
 
 def _message_where(flt: MessageFilter) -> tuple[str, list[Any]]:
