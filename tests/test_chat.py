@@ -105,6 +105,20 @@ def test_chat_dry_run_shows_the_packet_and_calls_nothing(tmp_path: Path, model: 
         assert len(mem.load_session("trip")) == 2  # nothing stored
 
 
+def test_chat_packet_shows_tool_calls_as_calls(tmp_path: Path, model: TinyModel) -> None:
+    call = {"id": "call_w1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}
+    with Memory(tmp_path / "chat.db", embedder="none") as mem:
+        mem.add_messages("trip", [
+            {"role": "user", "content": "Weather in Lisbon?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "content": "22C and sunny", "tool_call_id": "call_w1", "name": "get_weather"},
+        ])
+    out = chat(tmp_path, ["--dry-run", "--base-url", model.url, "--session", "trip"], ["And tomorrow?", "/quit"])
+    assert '→ calls get_weather(city="Lisbon")  [call_w1]' in out
+    assert '"arguments"' not in out  # no raw JSON
+
+
 def test_chat_without_a_model_says_how_to_configure_one(tmp_path: Path) -> None:
     out = chat(tmp_path, ["--base-url", "http://127.0.0.1:9/v1", "--session", "s"], ["hello?", "/quit"])
     assert "No model answered at http://127.0.0.1:9/v1" in out

@@ -19,7 +19,6 @@ has no server dependency beyond httpx (and prompt_toolkit on a terminal).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -32,6 +31,7 @@ import httpx
 from rich.console import Console
 from rich.markup import escape
 
+from memlane.cli.render import tool_call_text
 from memlane.config import Settings, load_settings
 from memlane.errors import MemlaneError, SessionNotFoundError
 from memlane.rooms.anchor import cli_author
@@ -290,10 +290,9 @@ class ChatRepl:
             parts = ", ".join(f"{k} {v}" for k, v in (report.get("sections") or {}).items() if v)
             self.out.print(f"budget: {report.get('used')} / {report.get('max_tokens')} tokens ({escape(parts)})")
         for m in messages:
-            content = m.get("content") or ""
-            if m.get("tool_calls"):
-                content += " " + json.dumps(m["tool_calls"], ensure_ascii=False)
-            self.out.print(f"[cyan]{m.get('role')}[/cyan]: {escape(str(content))}", highlight=False)
+            self.out.print(f"[cyan]{m.get('role')}[/cyan]: {escape(str(m.get('content') or ''))}", highlight=False)
+            for call in m.get("tool_calls") or []:  # as `memlane history` shows them, not as JSON
+                self.out.print(f"  [cyan]→ calls[/cyan] {escape(tool_call_text(call))}", highlight=False)
         self.out.rule()
 
     # ------------------------------------------------------------ commands
