@@ -124,15 +124,10 @@ def _session_ids(store: Store, page: int = 1000) -> list[str]:
 
 
 def _derived_of(store: Store, session_id: str) -> dict[str, JSON]:
-    lister = getattr(store, "list_derived", None)
+    lister = getattr(store, "list_derived", None)  # both SQL stores (sql_reads.py)
     if callable(lister):
         found: dict[str, JSON] = lister(session_id)
         return found
-    if isinstance(store, SQLiteStore):
-        import json
-
-        rows = store.read("SELECT kind, value FROM derived WHERE session_id = ?", (session_id,))
-        return {str(k): json.loads(v) for k, v in rows}
     return {}
 
 

@@ -711,11 +711,6 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
         if written == 0:
             raise SessionNotFoundError(session_id)
 
-    def list_derived(self, session_id: str) -> dict[str, JSON]:
-        """Every derived record of a session by kind (for export and migration)."""
-        rows = self.read("SELECT kind, value FROM derived WHERE session_id = %s", (session_id,))
-        return {r[0]: r[1] for r in rows if isinstance(r[1], dict)}
-
     def update_derived(
         self, session_id: str, kind: str, fn: Callable[[JSON | None], JSON | None]
     ) -> JSON | None:

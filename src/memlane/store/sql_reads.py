@@ -150,6 +150,17 @@ class SqlReads:
         value = self._dialect.load_json(rows[0][0], "derived", f"{session_id}/{kind}", "value")
         return value if isinstance(value, dict) else None
 
+    def list_derived(self, session_id: str) -> dict[str, JSON]:
+        """Every derived record of a session by kind (for export and migration)."""
+        rows = self.read(
+            f"SELECT kind, value FROM derived WHERE session_id = {self._dialect.mark}", (session_id,)
+        )
+        values = {
+            str(kind): self._dialect.load_json(value, "derived", f"{session_id}/{kind}", "value")
+            for kind, value in rows
+        }
+        return {kind: value for kind, value in values.items() if isinstance(value, dict)}
+
     def derived_total(self, kind: str, field: str) -> int:
         if not field.isidentifier():
             raise ValueError(f"derived field must be an identifier, got {field!r}")
