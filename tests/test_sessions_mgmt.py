@@ -124,11 +124,9 @@ def test_resume_session(mem: Memory) -> None:
 
 @pytest.fixture(scope="module")
 def minilm() -> object:
-    try:
-        embedder = get_embedder("minilm")
-        embedder.embed(["warm up"])
-    except Exception as exc:  # the model package is an optional install
-        pytest.skip(f"MiniLM embedder unavailable: {exc}")
+    # MiniLM is the default embedder and a core dependency: if it cannot load, these tests fail
+    embedder = get_embedder("minilm")
+    embedder.embed(["warm up"])
     return embedder
 
 
