@@ -64,6 +64,48 @@ def test_a_write_and_window_process_loads_no_model_and_no_vectors(tmp_path: Path
         assert "Rossio" in mem.search("when does the train leave")[0].message.content
 
 
+ERASE_SCRIPT = """
+import json, sys
+from memlane import Memory
+
+with Memory(sys.argv[1]) as mem:
+    for name in ("keep", "drop"):
+        sid = mem.create_session(session_id=name)
+        for i in range(10):
+            mem.add(sid, f"{name} question {i}: is the ferry to Cacilhas running?")
+            mem.add(sid, f"{name} answer {i}: every 15 minutes from Cais do Sodre.", role="assistant")
+    deleted = mem.delete_session("drop")
+    popped = mem.pop("keep")
+    print(json.dumps({"deleted": deleted, "popped": popped.content if popped else None,
+                      "started": mem.background_work_started, "modules": sorted(sys.modules)}))
+"""
+
+
+def test_deleting_in_a_write_only_process_loads_no_model(tmp_path: Path) -> None:
+    """An erase drains background work only when it runs: a process that writes and
+    deletes must not load the embedding model and embed the whole log to delete a row."""
+    db = tmp_path / "erase.db"
+    script = tmp_path / "write_and_erase.py"
+    script.write_text(ERASE_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
+           "HOME": str(tmp_path), "MEMLANE_CONFIG": str(tmp_path / "none.yaml")}
+    proc = subprocess.run([sys.executable, str(script), str(db)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["deleted"] is True and out["popped"] == "keep answer 9: every 15 minutes from Cais do Sodre."
+    assert out["started"] is False
+    for name in MODEL_AND_VECTORS:
+        assert name not in out["modules"], f"{name} was imported by an erase"
+    # What was erased stays erased once a later process catches up on derived data.
+    with Memory(db) as mem:
+        mem.flush(300)
+        assert mem.extensions["recall"].index.count() == 19
+        hits = mem.search("ferry to Cacilhas", top_k=50)
+        assert hits and {h.message.session_id for h in hits} == {"keep"}
+        assert all("answer 9" not in h.message.content for h in hits)
+
+
 def test_bench_cold_reports_figures_ratios_and_targets() -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     proc = subprocess.run([sys.executable, "-m", "memlane.cli.main", "bench", "cold", "--runs", "1", "--json"],

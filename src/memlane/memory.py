@@ -489,8 +489,9 @@ class Memory:
     ) -> EraseCounts:
         """The one erase routine every deletion path uses (sessions, messages, notes).
 
-        Background work is drained first, so none of it writes derived data of the rows
-        after they are gone; the forget hooks drop in-process copies (queues, caches,
+        Background work, when it runs, is drained first, so none of it writes derived data
+        of the rows after they are gone (when it does not run, it is not started for this);
+        the forget hooks drop in-process copies (queues, caches,
         checkpoint files); then the store erases rows, keyword-index entries, vectors,
         summaries, state and the notes learned from them in one transaction, scrubs the
         bytes from its files and logs the ids (see store/erase.py). ``keep_notes`` is
@@ -502,8 +503,7 @@ class Memory:
         )
         if request.empty:
             return EraseCounts()
-        with contextlib.suppress(MemlaneError, TimeoutError):
-            self.flush(30.0)
+        self._settle_before_erase(set(request.session_ids), set(request.message_ids))
         for sid in request.session_ids:
             self._count_encodings.pop(sid)
             self._notify_forget(sid, None)
@@ -512,6 +512,25 @@ class Memory:
             for sid in sorted({m.session_id for m in msgs} - set(request.session_ids)):
                 self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
         return self.store.erase(request)
+
+    def _settle_before_erase(self, session_ids: set[str], message_ids: set[int]) -> None:
+        """Make sure no background work writes derived data of rows about to be erased."""
+        if self._background_started:
+            with contextlib.suppress(MemlaneError, TimeoutError):
+                self.flush(30.0)
+            return
+        # Nothing runs that could write for these rows: starting background work here would
+        # only load the embedding model and catch up on the whole log before deleting.
+        # Appends remembered for it (see start_background_work) must not bring them back.
+        self._retry_pending()
+        with self._pending_lock:
+            kept: deque[tuple[Session, list[Message]]] = deque()
+            for session, stored in self._deferred:
+                left = [] if session.id in session_ids else [m for m in stored if m.id not in message_ids]
+                if left:
+                    kept.append((session, left))
+            self._deferred = kept
+            self._deferred_messages = sum(len(stored) for _, stored in kept)
 
     def clear_session(self, session_id: str) -> int:
         """Hide the history from context (the seeds' /clear); it stays in the database."""
