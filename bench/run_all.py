@@ -44,6 +44,7 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         ("eval_topics", ["eval", "topics", "--json"]),
         ("eval_relevance", ["eval", "relevance", "--json"]),
         ("eval_crosslingual", ["eval", "crosslingual", "--json"]),
+        ("eval_recall", ["eval", "recall", "--json"]),
     ]
 
 

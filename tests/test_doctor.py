@@ -12,6 +12,7 @@ from memlane import Memory
 from memlane.cli.main import main
 from memlane.doctor import diagnose, fix_orphans
 from memlane.server.auth import key_store_for
+from memlane.store import sqlite_driver
 from memlane.store.postgres import PostgresStore
 from tests.server_support import client_for
 
@@ -58,7 +59,9 @@ def test_healthy_store_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_orphans_are_found_then_fixed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "m.db"
     _seed(db)
-    with sqlite3.connect(db) as conn:  # foreign keys off: what a careless repair does
+    # foreign keys off: what a careless repair does (with the SQL functions memlane's
+    # keyword-index triggers call, which any program writing messages must register)
+    with sqlite_driver.with_functions(sqlite3.connect(db)) as conn:
         conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session_id = 's1' LIMIT 2)")
         conn.execute("DELETE FROM sessions WHERE id = 's2'")
     code, report = _doctor(db, capsys)

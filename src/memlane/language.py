@@ -9,7 +9,11 @@ agree on what a word is and which language a message is in:
 * :data:`STOPWORDS_EN`, :data:`STOPWORDS_DE`, :data:`STOPWORDS` - the one stopword source.
 * :func:`detect_language` - ``py3langid`` (a maintained langid.py fork, 4 MB, ~0.5 ms a
   call) restricted to English and German; short or unclear text keeps the caller's default.
-* :func:`stem` / :func:`stems` - Snowball (``snowballstemmer``) for English and German.
+* :func:`stem` / :func:`stems` - Snowball (``snowballstemmer``, in C through ``PyStemmer``)
+  for English and German.
+* :func:`keyword_text` / :func:`keyword_stems` - what the keyword index stores for a message
+  (each word's stem in the message's language) and the stems a query word is looked up by
+  (its stem in either language, so a message whose language was misjudged is still found).
 * :func:`sentences` - ``pysbd`` rule-based sentence splitting; code spans stay whole.
 
 Deterministic and offline: the language-id model ships inside the ``py3langid`` wheel.
@@ -33,6 +37,8 @@ __all__ = [
     "content_words",
     "detect_language",
     "is_stopword",
+    "keyword_stems",
+    "keyword_text",
     "language_scores",
     "sentences",
     "stem",
@@ -198,16 +204,19 @@ _stemmers: dict[str, Any] = {}
 _ALGORITHM = {"en": "english", "de": "german"}
 
 
+def _stemmer(language: Language) -> Any:
+    stemmer = _stemmers.get(language)
+    if stemmer is None:
+        import snowballstemmer  # PyStemmer's C stemmers when installed (a dependency), else pure Python
+
+        stemmer = _stemmers.setdefault(language, snowballstemmer.stemmer(_ALGORITHM[language]))
+    return stemmer
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str, language: Language = "en") -> str:
     """The Snowball stem of a lower-cased ``word`` ("Datenbanken" -> "datenbank")."""
-    stemmer = _stemmers.get(language)
-    if stemmer is None:
-        import snowballstemmer
-
-        stemmer = snowballstemmer.stemmer(_ALGORITHM[language])
-        _stemmers[language] = stemmer
-    return str(stemmer.stemWord(word.lower()))
+    return str(_stemmer(language).stemWord(word.lower()))
 
 
 def stems(text: str, language: Language | None = None, *, drop_stopwords: bool = True) -> list[str]:
@@ -215,6 +224,23 @@ def stems(text: str, language: Language | None = None, *, drop_stopwords: bool =
     lng = language or detect_language(text)
     return [stem(w, lng) for w in words(text)
             if not (drop_stopwords and (w in STOPWORDS or len(w) < 2))]
+
+
+def keyword_text(text: str, language: str | None) -> str:
+    """``text`` as the keyword index stores it: every word (stopwords too, so document
+    lengths stay those of the text) as its Snowball stem in ``language`` ("de"; anything
+    else stems as English). German stems fold umlauts and ß ("Größe" -> "gross")."""
+    lng: Language = "de" if language == "de" else "en"
+    return " ".join(_stemmer(lng).stemWords(words(text)))
+
+
+def keyword_stems(word: str) -> tuple[str, ...]:
+    """The index terms a query word is looked up by: its stem in each language, deduplicated.
+
+    A message is stemmed in its own language, which short or mixed messages may be judged
+    wrongly; the query asks for both stems, and the other language's stem of a word
+    rarely equals a different word's stem ("sisters": "sister", "sist")."""
+    return tuple(dict.fromkeys(stem(word, lng) for lng in LANGUAGES))
 
 
 # ----------------------------------------------------------------- sentences

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from memlane.language import STOPWORDS, content_words, words
+from memlane.language import STOPWORDS, content_words, keyword_stems, words
 
 # One tokenizer and one stopword source for everything (memlane.language).
-__all__ = ["STOPWORDS", "content_words", "fts5_match", "fts5_query", "fts5_terms", "snippet", "words"]
+__all__ = [
+    "STOPWORDS", "content_words", "fts5_match", "fts5_query", "fts5_terms", "keyword_terms", "snippet", "words",
+]
 
 
 def fts5_terms(text: str) -> list[str]:
@@ -18,6 +20,13 @@ def fts5_terms(text: str) -> list[str]:
             if len(part) > 1 and part not in STOPWORDS:
                 seen.setdefault(part.replace('"', ""), None)
     return [w for w in seen if w]
+
+
+def keyword_terms(text: str) -> list[str]:
+    """The index terms of the message keyword index a query looks up: each content word's
+    English and German stem (the index holds every message's words stemmed in its own
+    language, memlane.language.keyword_text)."""
+    return list(dict.fromkeys(s for w in fts5_terms(text) for s in keyword_stems(w)))
 
 
 def fts5_match(terms: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""Output of the language evaluations (``memlane eval references|topics|crosslingual``)."""
+"""Output of the language evaluations (``memlane eval references|topics|crosslingual|recall``)."""
 
 from __future__ import annotations
 
@@ -54,18 +54,34 @@ def print_topics_eval(file: Path | None, embedder: str, threshold: float, as_jso
     console.print(table)
 
 
+def _pair_table(title: str, runs: dict[str, Any]) -> None:
+    from memlane.eval.pairs import KS
+
+    table = Table(title=title)
+    for col in ("run", "group", "pairs", *(f"R@{k}" for k in KS), "p50 ms"):
+        table.add_column(col, no_wrap=True, justify="left" if col in ("run", "group") else "right")
+    for name, run in runs.items():
+        for group, fig in run["figures"].items():
+            table.add_row(name, group, str(fig["pairs"]), *(_fmt(fig[f"recall@{k}"]) for k in KS),
+                          _fmt(run["search_ms_p50"]))
+    console.print(table)
+
+
 def print_crosslingual_eval(file: Path | None, embedders: tuple[str, ...], as_json: bool) -> None:
-    from memlane.eval.crosslingual import KS, run_crosslingual_eval
+    from memlane.eval.crosslingual import run_crosslingual_eval
 
     result = run_crosslingual_eval(file, embedders=embedders)
     if as_json:
         print(json.dumps(result, indent=2))
         return
-    table = Table(title=f"Cross-lingual recall, {result['pairs']} DE/EN pairs")
-    for col in ("run", "group", "pairs", *(f"R@{k}" for k in KS), "p50 ms"):
-        table.add_column(col, no_wrap=True, justify="left" if col in ("run", "group") else "right")
-    for name, run in result["runs"].items():
-        for group, fig in run["figures"].items():
-            table.add_row(name, group, str(fig["pairs"]), *(_fmt(fig[f"recall@{k}"]) for k in KS),
-                          _fmt(run["search_ms_p50"]))
-    console.print(table)
+    _pair_table(f"Cross-lingual recall, {result['pairs']} DE/EN pairs", result["runs"])
+
+
+def print_recall_eval(file: Path | None, embedder: str, as_json: bool) -> None:
+    from memlane.eval.samelang import run_recall_eval
+
+    result = run_recall_eval(file, embedder=embedder)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    _pair_table(f"Same-language recall, {result['pairs']} pairs (embedder {embedder})", result["runs"])

@@ -161,6 +161,18 @@ def _eval_crosslingual(
     print_crosslingual_eval(file, tuple(embedder), as_json)
 
 
+@eval_app.command("recall")
+def _eval_recall(
+    file: Path | None = typer.Argument(None, help="JSONL of same-language pairs (default: memlane's 140 EN/DE pairs)."),
+    embedder: str = typer.Option("minilm", "--embedder", help="Embedder spec of the hybrid run (none: keyword only)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Same-language recall per language (EN, DE) and split: keyword index alone and hybrid."""
+    from memlane.cli.language import print_recall_eval
+
+    print_recall_eval(file, embedder, as_json)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning memlane errors into one line and an exit code."""
     command = typer.main.get_command(app)

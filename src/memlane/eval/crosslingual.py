@@ -10,23 +10,19 @@ with and without bilingual query expansion (search/crosslingual.py), plus search
 
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
-from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from memlane.errors import InvalidInputError
 from memlane.eval.labelled import read_jsonl
-from memlane.memory import Memory
-from memlane.models import MessageFilter
+from memlane.eval.pairs import KS, rank_pairs
+from memlane.search.engine import RecallConfig
 
-__all__ = ["DEV_SET", "run_crosslingual_eval"]
+__all__ = ["DEV_SET", "KS", "run_crosslingual_eval"]
 
 DEV_SET = "crosslingual_de_en.jsonl"
-KS = (1, 5, 10)
-_USER = "crosslingual-eval"
 
 
 def _load(path: Path | str | None) -> list[dict[str, str]]:
@@ -42,40 +38,10 @@ def _load(path: Path | str | None) -> list[dict[str, str]]:
     return pairs
 
 
-def _run(pairs: list[dict[str, str]], embedder: str, crosslingual: bool, workdir: str) -> dict[str, Any]:
-    db = Path(workdir) / f"{embedder}-{int(crosslingual)}.db"
-    ranks: dict[str, list[int | None]] = defaultdict(list)
-    latencies: list[float] = []
-    with Memory(str(db), embedder=None if embedder == "none" else embedder, durability="normal") as mem:
-        ids: dict[str, int] = {}
-        for pair in pairs:
-            sid = mem.create_session(user_id=_USER)
-            stored = mem.add_messages(sid, [{"role": "user", "content": pair["memory"]}])
-            mid = stored[0].id
-            assert mid is not None
-            ids[pair["id"]] = mid
-        mem.flush(timeout=None)
-        engine = mem.parts.recall
-        if engine is None:
-            raise InvalidInputError("the recall engine is not attached to this Memory")
-        cfg = engine.config.with_(crosslingual=crosslingual)
-        flt = MessageFilter(user_id=_USER)
-        for pair in pairs:
-            t0 = time.perf_counter()
-            hits = engine.search(pair["query"], flt, max(KS), config=cfg)
-            latencies.append((time.perf_counter() - t0) * 1000)
-            found = [h.message.id for h in hits]
-            rank = found.index(ids[pair["id"]]) + 1 if ids[pair["id"]] in found else None
-            direction = f"{pair['query_language']}->{pair['memory_language']}"
-            for key in ("all", direction, f"split:{pair.get('split', 'dev')}",
-                        f"split:{pair.get('split', 'dev')}/{direction}"):
-                ranks[key].append(rank)
-    figures = {
-        key: {"pairs": len(r), **{f"recall@{k}": round(sum(1 for x in r if x is not None and x <= k) / len(r), 3)
-                                  for k in KS}}
-        for key, r in sorted(ranks.items())
-    }
-    return {"figures": figures, "search_ms_p50": round(statistics.median(latencies), 2)}
+def _directions(pair: dict[str, str]) -> list[str]:
+    direction = f"{pair['query_language']}->{pair['memory_language']}"
+    split = pair.get("split", "dev")
+    return [direction, f"split:{split}", f"split:{split}/{direction}"]
 
 
 def run_crosslingual_eval(
@@ -88,5 +54,8 @@ def run_crosslingual_eval(
         for embedder in embedders:
             for crosslingual in (False, True):
                 name = f"{embedder}{' + expansion' if crosslingual else ''}"
-                out["runs"][name] = _run(pairs, embedder, crosslingual, tmp)
+                out["runs"][name] = rank_pairs(
+                    pairs, Path(tmp) / f"{embedder}-{int(crosslingual)}.db", embedder=embedder,
+                    groups=_directions, configure=partial(RecallConfig.with_, crosslingual=crosslingual),
+                )
     return out

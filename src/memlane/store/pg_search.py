@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from memlane.models import MessageFilter
 from memlane.store.base import KeywordHit
 from memlane.store.pg_rows import _M_COLS, _message_where, row_to_message, sessions_join
-from memlane.store.postgres_schema import TEXT_CONFIG
+from memlane.store.postgres_schema import TEXT_CONFIGS
 from memlane.store.term_budget import ROW_BUDGET, terms_within_budget
 from memlane.text import content_words
 
@@ -37,6 +37,13 @@ _B = 0.75
 EXACT_STATS_BELOW = 5_000
 #: ``l.lexeme`` as a one-lexeme tsquery (quoted: a lexeme may hold quotes or backslashes).
 _QUOTED_LEXEME = r"""('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery"""
+
+
+def every_config_tsvector(text_sql: str) -> str:
+    """SQL of the lexemes of ``text_sql`` in every language's configuration, merged: a
+    message is stemmed in its own language (migration 10), so a query word is looked up
+    by its stem in each ("Datenbanken": 'datenbank' in German, 'datenbanken' in English)."""
+    return " || ".join(f"to_tsvector('{config}'::regconfig, {text_sql})" for config in TEXT_CONFIGS.values())
 
 
 def tsquery_literal(lexemes: Sequence[str]) -> str:
@@ -103,8 +110,8 @@ class Bm25Index:
             return df
         rows = conn.execute(
             f"SELECT w, l.lexeme, (SELECT count(*) FROM messages m WHERE m.tsv @@ {_QUOTED_LEXEME}) "
-            "FROM unnest(%s::text[]) AS w LEFT JOIN LATERAL unnest(to_tsvector(%s::regconfig, w)) AS l ON true",
-            (missing, TEXT_CONFIG),
+            f"FROM unnest(%s::text[]) AS w LEFT JOIN LATERAL unnest({every_config_tsvector('w')}) AS l ON true",
+            (missing,),
         ).fetchall()
         found: dict[str, list[str]] = {w: [] for w in missing}
         for w, lexeme, count in rows:
@@ -152,7 +159,8 @@ class Bm25Index:
                     f"""
                     WITH lit AS (
                         SELECT DISTINCT lexeme, {_QUOTED_LEXEME} AS query
-                        FROM unnest(to_tsvector(%s::regconfig, %s)) AS l),
+                        FROM (SELECT %s::text AS t) q
+                        CROSS JOIN LATERAL unnest({every_config_tsvector("q.t")}) AS l),
                     lx AS (SELECT array_agg(lexeme) AS arr,
                                   string_agg(query::text, ' | ')::tsquery AS query FROM lit),
                     corpus AS (SELECT count(*)::float8 AS n,
@@ -166,7 +174,7 @@ class Bm25Index:
                     {top.format(join=join + " CROSS JOIN lx CROSS JOIN corpus c", rank=ranked, query="lx.query")}
                     {fetch}
                     """,
-                    (TEXT_CONFIG, " ".join(words), *params, int(limit)),
+                    (" ".join(words), *params, int(limit)),
                 ).fetchall()
             df = self._doc_freqs(conn, words)
             if not df:

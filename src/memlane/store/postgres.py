@@ -42,6 +42,7 @@ from memlane.errors import (
     SessionNotFoundError,
     StorageError,
 )
+from memlane.language import detect_language
 from memlane.models import (
     JSON,
     SESSION_STATUSES,
@@ -85,8 +86,8 @@ _UPDATABLE_SESSION_FIELDS = frozenset(
 )
 _INSERT_MESSAGE = (
     "INSERT INTO messages (tenant_id, session_id, role, content, name, tool_calls, tool_call_id, "
-    "author_id, author_name, turn_id, created_at, metadata, importance, pinned, hidden, token_count, item) "
-    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id"
+    "author_id, author_name, turn_id, created_at, metadata, importance, pinned, hidden, token_count, item, lang) "
+    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id"
 )
 _INSERT_MESSAGE_WITH_ID = _INSERT_MESSAGE.replace("(tenant_id,", "(id, tenant_id,", 1).replace(
     "VALUES (%s,", "VALUES (%s,%s,", 1
@@ -471,6 +472,7 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
                 Jsonb(m.tool_calls) if m.tool_calls else None, m.tool_call_id, m.author_id,
                 m.author_name, m.turn_id, _aware(m.created_at), Jsonb(m.metadata), m.importance,
                 m.pinned, m.hidden, m.token_count, encode_item(m.item),
+                detect_language(m.content),  # the keyword index stems in it (migration 10)
             )
             for m in messages
         ]
@@ -675,7 +677,9 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
         return self._keywords.search(self, query, flt, limit)
 
     def rebuild_keyword_index(self) -> int:
-        """The tsvector is a generated column, so it cannot drift; rebuild the GIN index itself."""
+        """Judge the language of rows written before migration 10 (their tsvector follows),
+        then rebuild the GIN index itself (the tsvector is generated, so it cannot drift)."""
+        self._judge_languages()
 
         def run(conn: Conn) -> int:
             found = conn.execute(
@@ -691,6 +695,19 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
         count = self.write(run)
         self._keywords.clear()
         return count
+
+    def _judge_languages(self, batch: int = 2000) -> None:
+        """Set ``lang`` where it is NULL, a batch per transaction (each update rewrites the row)."""
+        while True:
+            rows = self.read("SELECT id, content FROM messages WHERE lang IS NULL ORDER BY id LIMIT %s", (batch,))
+            if not rows:
+                return
+            judged: list[tuple[str, int]] = [(detect_language(content), int(mid)) for mid, content in rows]
+
+            def run(conn: Conn, judged: list[tuple[str, int]] = judged) -> None:
+                conn.cursor().executemany("UPDATE messages SET lang = %s WHERE id = %s", judged)
+
+            self.write(run)
 
     # ------------------------------------------------------------ derived
 

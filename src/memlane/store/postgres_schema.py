@@ -5,7 +5,7 @@ migrations run in one transaction under an advisory lock (so several processes
 starting at once apply each exactly once) and are recorded in
 ``schema_migrations``. Numbers follow the SQLite store's areas:
 1 log, 2 vectors (recall), 3 context/state, 4 notes/rooms, 5 server keys, 6 tenant-prefixed
-keyword index, 7+ later.
+keyword index, 7+ later (10: the language-aware keyword index).
 
 Layout choices:
 
@@ -20,16 +20,21 @@ Layout choices:
   (Citus: ``create_distributed_table(..., 'session_id')`` with the tables
   co-located); see docs/postgres.md.
 - The keyword index is a stored generated ``tsvector`` column: it is computed in
-  the same statement as the insert, so it can never lag the log. The config is
-  ``english`` (Snowball stemming, like SQLite's porter tokenizer).
+  the same statement as the insert, so it can never lag the log. Its config follows
+  the message's ``lang`` column (migration 10): ``german`` for 'de', else ``english``
+  (Snowball stemmers, the same as the SQLite store's memlane_stems()).
 - Referencing columns of cascading foreign keys are indexed: without those,
   deleting one message would scan ``turns`` and ``tool_call_ids``.
 """
 
 from __future__ import annotations
 
-#: The text-search configuration of the generated column; queries must use the same one.
-TEXT_CONFIG = "english"
+#: The text-search configuration of each language ``messages.lang`` may hold; a message
+#: without a language (written before migration 10) is indexed as English. Queries look a
+#: word up by its lexemes in every one of them.
+TEXT_CONFIGS: dict[str, str] = {"en": "english", "de": "german"}
+#: The configuration of text that has no language of its own (notes).
+TEXT_CONFIG = TEXT_CONFIGS["en"]
 
 #: to_tsvector fails on documents whose tsvector exceeds 1 MB; words past this many
 #: characters of one message are not keyword-indexed (they stay in the log and in vectors).
@@ -362,6 +367,29 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
             FOR EACH ROW EXECUTE FUNCTION memlane_change_event();
         CREATE TRIGGER change_notes AFTER INSERT OR UPDATE OF valid_to OR DELETE ON notes
             FOR EACH ROW EXECUTE FUNCTION memlane_change_event();
+        """,
+    ),
+    10: (
+        "language-aware keyword index",
+        # Same as SQLite migration 10: each message keeps the language it was judged to be
+        # in and is stemmed in it. The store writes lang with every insert; rows written
+        # before keep NULL (indexed as English, as they were) until `memlane reindex`
+        # judges them. A generated column's expression cannot be changed in place before
+        # PostgreSQL 17, so tsv is made again; dropping it drops its GIN index, which is
+        # made again as migration 6 (tenant-prefixed) or 1 left it.
+        f"""
+        ALTER TABLE messages ADD COLUMN lang TEXT;
+        ALTER TABLE messages DROP COLUMN tsv;
+        ALTER TABLE messages ADD COLUMN tsv TSVECTOR GENERATED ALWAYS AS
+            (to_tsvector(CASE WHEN lang = 'de' THEN 'german'::regconfig ELSE 'english'::regconfig END,
+                         left(content, {TSV_MAX_CHARS}))) STORED;
+        DO $$ BEGIN
+            IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin') THEN
+                CREATE INDEX messages_tsv_by_tenant ON messages USING gin (tenant_id, tsv);
+            ELSE
+                CREATE INDEX messages_tsv ON messages USING gin (tsv);
+            END IF;
+        END $$;
         """,
     ),
 }

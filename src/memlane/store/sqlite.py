@@ -33,6 +33,7 @@ from memlane.errors import (
     SessionNotFoundError,
     StorageError,
 )
+from memlane.language import detect_language
 from memlane.models import (
     JSON,
     SESSION_STATUSES,
@@ -59,7 +60,7 @@ from memlane.store.sqlite_locks import FileRangeLocks
 from memlane.store.sqlite_rows import DIALECT, _dumps, _message_where, row_to_message
 from memlane.store.sqlite_schema import MIGRATIONS
 from memlane.store.term_budget import TermBudget
-from memlane.text import fts5_match, fts5_terms
+from memlane.text import fts5_match, keyword_terms
 
 if TYPE_CHECKING:
     from memlane.apikeys import KeyStore
@@ -388,14 +389,15 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
         stored: list[Message] = []
         for msg in messages:
             cur = conn.execute(
-                f"INSERT INTO messages ({_MESSAGE_COLS}) "
-                "VALUES (NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO messages ({_MESSAGE_COLS}, lang) "
+                "VALUES (NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     session_id, msg.role, msg.content, msg.name,
                     _dumps(msg.tool_calls) if msg.tool_calls else None,
                     msg.tool_call_id, msg.author_id, msg.author_name, msg.turn_id,
                     to_epoch(msg.created_at), _dumps(msg.metadata), msg.importance,
                     int(msg.pinned), int(msg.hidden), msg.token_count, encode_item(msg.item),
+                    detect_language(msg.content),  # the keyword index stems in it (migration 10)
                 ),
             )
             new_id = cur.lastrowid
@@ -537,7 +539,7 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
         self, query: str, flt: MessageFilter, *, limit: int = 50
     ) -> list[KeywordHit]:
         terms = self._term_budget.select(
-            fts5_terms(query),
+            keyword_terms(query),
             lambda: int(self.read("SELECT COALESCE(MAX(id), 0) FROM messages")[0][0]),
             lambda t: int(self.read(
                 "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (fts5_match([t]),)
@@ -573,6 +575,8 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
 
     def rebuild_keyword_index(self) -> int:
         def run(conn: sqlite3.Connection) -> int:
+            # rows written without a language (raw SQL) get one; the rest keep theirs
+            conn.execute("UPDATE messages SET lang = memlane_language(content) WHERE lang IS NULL")
             conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
             return int(conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
 

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any, cast
 
 from memlane.errors import MissingExtraError
+from memlane.language import detect_language, keyword_text
 
 __all__ = ["DATABASE_ERRORS", "ERRORS", "INTEGRITY_ERRORS", "OPERATIONAL_ERRORS", "connect", "sqlcipher"]
 
@@ -53,11 +54,33 @@ def connect(path: str, key: str | None, *, cipher: bool = False, **options: Any)
     through SQLCipher (for ``sqlcipher_export`` into an encrypted copy).
     """
     if key is None and not cipher:
-        return cast(sqlite3.Connection, sqlite3.connect(path, **options))
+        return with_functions(cast(sqlite3.Connection, sqlite3.connect(path, **options)))
     module = sqlcipher()
     conn = cast(sqlite3.Connection, module.connect(path, **options))
     # A wrong key is our EncryptionKeyError; SQLCipher's own stderr log of it is noise.
     conn.execute("PRAGMA cipher_log_level = NONE")
     if key is not None:
         conn.execute(f"PRAGMA key = {quote_key(key)}")
+    return with_functions(conn)
+
+
+def _language(text: str | None) -> str:
+    return detect_language(text or "")
+
+
+def _stems(text: str | None, language: str | None) -> str:
+    return keyword_text(text or "", language)
+
+
+def with_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """``conn`` with the SQL functions memlane's schema calls (every connection needs them).
+
+    The keyword index holds each message's words stemmed in its language (migration 10):
+    ``memlane_language(content)`` is the language a message is stored with,
+    ``memlane_stems(content, lang)`` the text its index triggers and view hand to FTS5.
+    Python functions because SQLite's FTS5 has no German stemmer; other programs that
+    write to the messages table must register the same two.
+    """
+    conn.create_function("memlane_language", 1, _language, deterministic=True)
+    conn.create_function("memlane_stems", 2, _stems, deterministic=True)
     return conn

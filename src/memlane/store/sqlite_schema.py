@@ -338,4 +338,40 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END;
         """,
     ),
+    10: (
+        "language-aware keyword index",
+        """
+        -- Each message keeps the language it was judged to be in ('de', 'en'), and the
+        -- keyword index holds its words as Snowball stems of that language: FTS5's porter
+        -- tokenizer knows English only, so "Datenbanken" never found "Datenbank". The
+        -- stems come from memlane_stems(), a function every memlane connection registers
+        -- (store/sqlite_driver.py); the index reads them through a view, so 'rebuild' and
+        -- 'integrity-check' see the same text the triggers wrote.
+        ALTER TABLE messages ADD COLUMN lang TEXT;
+        UPDATE messages SET lang = memlane_language(content);
+        DROP TRIGGER messages_fts_insert;
+        DROP TRIGGER messages_fts_delete;
+        DROP TRIGGER messages_fts_update;
+        DROP TABLE messages_fts;
+        CREATE VIEW messages_stems AS
+            SELECT id, memlane_stems(content, lang) AS content FROM messages;
+        CREATE VIRTUAL TABLE messages_fts USING fts5(
+            content, content='messages_stems', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, memlane_stems(new.content, new.lang));
+        END;
+        CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content)
+                VALUES ('delete', old.id, memlane_stems(old.content, old.lang));
+        END;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, lang ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content)
+                VALUES ('delete', old.id, memlane_stems(old.content, old.lang));
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, memlane_stems(new.content, new.lang));
+        END;
+        INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
+        """,
+    ),
 }
