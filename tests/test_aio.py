@@ -17,7 +17,9 @@ from tests.server_support import open_memory, running_server
 SYNC_ONLY = {"add_observer", "add_closer", "from_url", "in_memory", "sessions", "token_encoding_of",
              "pending_writes", "anchor_id", "is_anchor", "MAX_DEFERRED", "background_work_started",
              # an iterator that may block while it follows; async callers use GET /v1/events
-             "events"}
+             "events",
+             # the event bus and shared cache objects, and callbacks on a thread of their own
+             "bus", "hot_cache", "subscribe"}
 
 
 async def script(mem: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ CORE = frozenset({
     "memlane.apikeys", "memlane.config", "memlane.lru", "memlane.notes.models", "memlane.language",
     "memlane.items", "memlane.patterns", "memlane.seed_config", "memlane.bilingual", "memlane.validation",
 })
-ADAPTERS = ("memlane.store", "memlane.sealing", "memlane.search.embedders", "memlane.search.minilm_w8a8", "memlane.search.matrix")
+ADAPTERS = ("memlane.store", "memlane.bus", "memlane.sealing", "memlane.search.embedders", "memlane.search.minilm_w8a8", "memlane.search.matrix")
 FEATURES = ("memlane.context", "memlane.state", "memlane.search", "memlane.notes", "memlane.rooms")
 FACADE = frozenset({
     "memlane", "memlane.memory", "memlane.client", "memlane.components", "memlane.parts",

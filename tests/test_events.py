@@ -160,6 +160,8 @@ def test_bench_events_measures_latency_and_polling(tmp_path: Path) -> None:
     from memlane.bench_events import format_table, run_events_bench
 
     result = run_events_bench(str(tmp_path / "b.db"), events=10, pace=0.0, polls=10)
-    assert result["events"] == 10 and result["backend"] == "sqlite"
-    assert 0 <= result["latency_ms_p50"] <= result["latency_ms_p95"] <= result["latency_ms_max"]
-    assert result["empty_poll_us"] > 0 and "p95" in format_table(result)
+    (run,) = result["runs"]
+    assert run["events"] == 10 and run["bus"] == "sqlite-data-version" and result["backend"] == "sqlite"
+    assert 0 <= run["latency_ms_p50"] <= run["latency_ms_p95"] <= run["latency_ms_max"]
+    assert result["empty_poll_us"] > 0 and result["data_version_us"] > 0
+    assert "p95" in format_table(result) and "data_version" in format_table(result)

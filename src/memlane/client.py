@@ -61,6 +61,9 @@ LOCAL_ONLY: dict[str, str] = {
     "MAX_DEFERRED": "a setting of the server process's background work, not of a caller",
     # a blocking iterator over the database's outbox; remote callers stream GET /v1/events (SSE)
     "events": "follow GET /v1/events (Server-Sent Events, Last-Event-ID) instead",
+    "subscribe": "callbacks run in the process that owns the store; follow GET /v1/events instead",
+    "bus": "the event bus wires the server's own instances together",
+    "hot_cache": "the server's shared cache (redis_url in its settings), not a caller's",
     "background_work_started": "the server starts its background work itself",
     "start_background_work": "the server starts its background work itself when it starts",
     "sessions": "the SessionManager object lives in the server process (its calls are "

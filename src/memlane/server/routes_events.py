@@ -3,11 +3,15 @@
 Each SSE message carries ``id:`` (the event id), ``event:`` (its kind) and ``data:`` (the
 event as JSON: ids, kind, time, tenant; never content). A client that reconnects sends
 the last id it saw as ``Last-Event-ID`` (browsers' EventSource do this themselves) and
-gets everything after it, so a disconnect loses nothing.
+gets everything after it, so a disconnect loses nothing. The stream reads the outbox
+when the Memory's event bus rings (a commit here, PostgreSQL NOTIFY, SQLite
+``data_version`` or Redis), so one write in any instance reaches every stream at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from functools import partial
@@ -23,8 +27,9 @@ from memlane.store.events import ChangeEvent, EventSource
 
 router = APIRouter(prefix="/v1")
 
-#: Seconds between looks at the outbox while nothing new arrives, and between keep-alives.
-POLL_SECONDS = 0.05
+#: Longest wait for the event bus's doorbell before the stream looks at the outbox anyway
+#: (and checks that the client is still there); keep-alive comments between idle spells.
+WAKE_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
 #: Event ids are 64-bit database integers; a larger id can name no event and would
 #: overflow the driver, so it is refused as bad input instead of failing with a 500.
@@ -62,25 +67,42 @@ async def events(
         start = int(last_event_id)
     tenant = v.caller.tenant
     after = await anyio.to_thread.run_sync(store.last_event_id) if start is None else start
+    bus = v.mem.bus
+    if follow:
+        await anyio.to_thread.run_sync(bus.start)
 
     async def stream() -> AsyncIterator[str]:
         nonlocal after
+        loop = asyncio.get_running_loop()
+        rung = asyncio.Event()
+        # The bell rings on another thread (a commit, NOTIFY, data_version, Redis): hand it over.
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed under a late ring
+                loop.call_soon_threadsafe(rung.set)
+
+        cancel = bus.bell.on_ring(wake)
         idle = 0.0
-        yield ": memlane change events\n\n"  # sends the headers at once
-        while True:
-            found = await anyio.to_thread.run_sync(partial(store.events_after, after, tenant_id=tenant))
-            for event in found:
-                yield _frame(event)
-            if found:
-                after, idle = found[-1].id, 0.0
-                continue
-            if not follow or await request.is_disconnected():
-                return
-            await anyio.sleep(POLL_SECONDS)
-            idle += POLL_SECONDS
-            if idle >= KEEPALIVE_SECONDS:
-                idle = 0.0
-                yield ": keep-alive\n\n"
+        try:
+            yield ": memlane change events\n\n"  # sends the headers at once
+            while True:
+                rung.clear()  # before the read: a ring during it makes the wait below return
+                found = await anyio.to_thread.run_sync(partial(store.events_after, after, tenant_id=tenant))
+                for event in found:
+                    yield _frame(event)
+                if found:
+                    after, idle = found[-1].id, 0.0
+                    continue
+                if not follow or await request.is_disconnected():
+                    return
+                with anyio.move_on_after(WAKE_SECONDS):
+                    await rung.wait()
+                idle = 0.0 if rung.is_set() else idle + WAKE_SECONDS
+                if idle >= KEEPALIVE_SECONDS:
+                    idle = 0.0
+                    yield ": keep-alive\n\n"
+        finally:
+            cancel()
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

@@ -6,21 +6,22 @@ message appended or forgotten; a note added, superseded or removed. A row holds 
 kind, the time and the tenant, never content. Ids grow in commit order, so "everything
 after id N" is a complete catch-up for a reader that stopped at N.
 
-Following: catch up from an id, then poll the outbox for new ones. Every process on one
-database sees every other's changes this way (SQLite file or PostgreSQL): the outbox is
-the bus. Polling an empty outbox is one indexed lookup (``memlane bench events``).
+Following: catch up from an id, then read the outbox again whenever a doorbell rings
+(:mod:`memlane.bus.hub`: PostgreSQL NOTIFY, SQLite ``data_version``, Redis, or this
+process's own commits). Every process on one database sees every other's changes this
+way: the outbox is the log, the doorbells only make reading it prompt.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from memlane.errors import InvalidInputError
 from memlane.store import filters
+
+log = logging.getLogger(__name__)
 
 EVENT_KINDS = (
     "session.created", "session.updated", "session.archived", "session.forgotten",
@@ -42,9 +43,28 @@ class ChangeEvent:
 
 
 class EventReads:
-    """``events_after`` for both stores (they provide ``read`` and ``_dialect``)."""
+    """``events_after`` and commit callbacks for both stores (they provide ``read`` and
+    ``_dialect``, and call ``_committed()`` after each COMMIT of a write)."""
 
     _dialect: ClassVar[filters.Dialect]
+    _commit_hooks: tuple[Callable[[], None], ...] = ()
+
+    def on_commit(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` after every committed write of this store (the event bus
+        rings its doorbell there); returns the function that stops it."""
+        self._commit_hooks = (*self._commit_hooks, callback)
+
+        def cancel() -> None:
+            self._commit_hooks = tuple(h for h in self._commit_hooks if h is not callback)
+
+        return cancel
+
+    def _committed(self) -> None:
+        for hook in self._commit_hooks:
+            try:
+                hook()
+            except Exception:  # the write is committed: a doorbell's trouble must not undo that
+                log.exception("change-event commit callback failed")
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         raise NotImplementedError
@@ -82,44 +102,3 @@ class EventSource(Protocol):
         self, after_id: int = 0, *, tenant_id: str | None = None, limit: int = 500
     ) -> list[ChangeEvent]: ...
     def last_event_id(self) -> int: ...
-
-
-#: How often a follower looks for new events when the last look found none.
-DEFAULT_POLL_SECONDS = 0.05
-
-
-def follow(
-    source: object,
-    since: int | None = None,
-    *,
-    tenant_id: str | None = None,
-    wait: bool = False,
-    poll_seconds: float = DEFAULT_POLL_SECONDS,
-    stop: threading.Event | None = None,
-    batch: int = 500,
-) -> Iterator[ChangeEvent]:
-    """Events after id ``since`` (None: only events from now on), oldest first.
-
-    ``wait=False`` ends when caught up; ``wait=True`` keeps waiting for new ones until
-    ``stop`` is set (or the caller stops iterating).
-    """
-    if not isinstance(source, EventSource):
-        raise InvalidInputError("this store keeps no change events")
-    if since is not None and since < 0:
-        raise InvalidInputError(f"since must be an event id >= 0, got {since}")
-    if poll_seconds <= 0:
-        raise InvalidInputError("poll_seconds must be > 0")
-    after = source.last_event_id() if since is None else int(since)
-    while stop is None or not stop.is_set():
-        found = source.events_after(after, tenant_id=tenant_id, limit=batch)
-        yield from found
-        if found:
-            after = found[-1].id
-            if len(found) == batch:
-                continue  # more waiting: no pause while catching up
-        if not wait:
-            return
-        if stop is not None:
-            stop.wait(poll_seconds)
-        else:
-            time.sleep(poll_seconds)

