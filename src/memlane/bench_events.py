@@ -136,6 +136,6 @@ def format_table(r: dict[str, Any]) -> str:
     lines.append(f"  one look at an outbox with nothing new: {r['empty_poll_us']} us (per follower per poll)")
     if "data_version_us" in r:
         lines.append(
-            f"  one PRAGMA data_version: {r['data_version_us']} us; the watcher looks every "
+            f"  one look at SQLite's data_version: {r['data_version_us']} us; the watcher looks every "
             f"{r['watcher_interval_ms']:.0f} ms = {r['watcher_core_share_pct']}% of a core per idle process")
     return "\n".join(lines)

@@ -206,7 +206,7 @@ def _model() -> type[BaseModel]:
     validators: dict[str, Any] = {
         "split_lists": field_validator("allowed_hosts", "admin_tenants", mode="before")(_split_list),
         "split_priorities": field_validator("context_priorities", mode="before")(_split_priorities),
-        "redis_url": field_validator("redis_url")(_check_redis_url),
+        "check_redis_url": field_validator("redis_url")(_check_redis_url),
     }
     model: type[BaseModel] = create_model(
         "Settings", __config__=ConfigDict(extra="forbid"), __validators__=validators, **spec
