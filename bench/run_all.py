@@ -45,6 +45,7 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         ("eval_relevance", ["eval", "relevance", "--json"]),
         ("eval_crosslingual", ["eval", "crosslingual", "--json"]),
         ("eval_recall", ["eval", "recall", "--json"]),
+        ("eval_promises", ["eval", "promises", "--json"]),
     ]
 
 

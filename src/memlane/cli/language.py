@@ -1,4 +1,4 @@
-"""Output of the language evaluations (``memlane eval references|topics|crosslingual|recall``)."""
+"""Output of the language evaluations (``memlane eval references|topics|crosslingual|recall|promises``)."""
 
 from __future__ import annotations
 
@@ -85,3 +85,22 @@ def print_recall_eval(file: Path | None, embedder: str, as_json: bool) -> None:
         print(json.dumps(result, indent=2))
         return
     _pair_table(f"Same-language recall, {result['pairs']} pairs (embedder {embedder})", result["runs"])
+
+
+def print_promises_eval(file: Path | None, as_json: bool, misses: bool) -> None:
+    from memlane.eval.promises import run_promises_eval
+
+    result = run_promises_eval(file)
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    table = Table(title="Promises that open a loop (assistant messages)")
+    for col in ("group", "cases", "precision", "recall", "accuracy"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "group" else "right")
+    for group, fig in result["figures"].items():
+        table.add_row(group, *(_fmt(fig[c]) for c in ("cases", "precision", "recall", "accuracy")))
+    console.print(table)
+    if misses:
+        for m in result["misses"]:
+            console.print(f"{m['id']} ({m['split']}) expected promise={m['expected']}: {m['text']!r}",
+                          highlight=False, markup=False, width=400)

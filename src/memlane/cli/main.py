@@ -173,6 +173,18 @@ def _eval_recall(
     print_recall_eval(file, embedder, as_json)
 
 
+@eval_app.command("promises")
+def _eval_promises(
+    file: Path | None = typer.Argument(None, help="JSONL of labelled assistant messages (default: memlane's 125 EN/DE)."),
+    misses: bool = typer.Option(False, "--misses", help="List the cases judged wrongly."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Does an assistant's promise open a loop? Precision/recall per language and split."""
+    from memlane.cli.language import print_promises_eval
+
+    print_promises_eval(file, as_json, misses)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning memlane errors into one line and an exit code."""
     command = typer.main.get_command(app)

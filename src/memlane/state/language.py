@@ -52,6 +52,85 @@ PROMISE_RE = _rx(
     r"\b(?:get|come)\s+back\s+to\s+you\b",
 )
 
+# German says what it will do in the present tense ("Ich schicke dir morgen die Datei",
+# "Das prüfe ich gleich"), English in the progressive ("I'm sending it in an hour"): such a
+# sentence commits the speaker when a first-person action verb meets a time ahead.
+#: A time ahead of now: tomorrow, in a moment, later, next week, by Friday, once it's done.
+FUTURE_TIME_RE = _rx(
+    r"(?<!jeden\s)(?<!heute\s)\bmorgen\b", r"\bübermorgen\b",
+    r"\b(?:gleich|sofort|nachher|später|bald|demnächst|umgehend)\b",
+    r"\bheute\s+(?:abend|nachmittag|noch)\b",
+    r"\b(?:nächste|nächsten|kommende|kommenden)\s+\w+",
+    r"\bbis\s+(?:morgen|heute|spätestens|ende|zum|zur|montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|\d)",
+    r"\bin\s+(?:einer|einem|ein\s+paar|wenigen|zwei|drei|\d+)\s+\w+",
+    r"\b(?:sobald|nach\s+der|nach\s+dem)\b",
+    r"\b(?:tomorrow|tonight|later|soon|shortly)\b",
+    r"\b(?:right|straight)\s+away\b",
+    r"\b(?:next|this)\s+(?:week|month|morning|afternoon|evening)\b",
+    r"\bby\s+(?:tomorrow|tonight|the\s+end|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d)",
+    r"\bin\s+(?:an?|one|two|three|a\s+few|\d+)\s+\w+",
+    r"\b(?:as\s+soon\s+as|once|after\s+(?:the|lunch))\b",
+)
+#: First-person verbs that state, judge or could, not do: "Ich habe morgen keine Zeit",
+#: "Ich glaube, ...", "Ich kann morgen nicht" commit to nothing.
+_NOT_ACTION_DE = frozenset(
+    "habe hab hatte bin war wäre kann könnte muss müsste soll sollte darf will möchte würde mag "
+    "weiß glaube denke finde hoffe verstehe empfehle meine fürchte vermute brauche liebe wünsche "
+    "freue bedanke entschuldige nicht auch schon noch".split()
+)
+#: "ich" opening a clause and the word after it ("Ich schicke ..."), or a word before
+#: "ich" ("Das prüfe ich", "Mache ich sofort"): where German puts the finite verb.
+_FIRST_PERSON_DE = re.compile(r"^\s*ich\s+([^\W\d_]+)|([^\W\d_]+)\s+ich\b", re.IGNORECASE | re.UNICODE)
+_PROGRESSIVE_EN = re.compile(r"\bI\s*(?:'|’)?\s*(?:m|am)\s+(?!going\b)([a-z]+ing)\b", re.IGNORECASE)
+#: Someone else acts for the speaker: "Bis heute Abend bekommst du von mir die Liste".
+_FROM_ME = re.compile(r"\b(?:von\s+mir|from\s+me)\b", re.IGNORECASE)
+#: Where a clause ends: the time must be in the clause of the verb ("Ich wusste nicht,
+#: dass das Update morgen kommt" says nothing about what the speaker will do).
+_CLAUSE_BREAK = re.compile(r"[,;:–—]|\s(?=(?:dass|daß|ob|weil|wenn|falls|if|because)\b)", re.IGNORECASE)
+#: A clause that only says when the one before it happens ("..., sobald das Update durch ist").
+_WHEN_CLAUSE = re.compile(r"^\s*(?:sobald|bis|once|as\s+soon\s+as|until)\b", re.IGNORECASE)
+
+
+def _acts(clause: str) -> bool:
+    """A first-person action verb in this clause ("Ich schicke", "prüfe ich", "I'm sending")."""
+    if _PROGRESSIVE_EN.search(clause) or _FROM_ME.search(clause):
+        return True
+    for m in _FIRST_PERSON_DE.finditer(clause):
+        verb = (m.group(1) or m.group(2)).lower()
+        if verb not in _NOT_ACTION_DE and verb not in _NOT_VERB_BEFORE_ICH:
+            return True
+    return False
+
+
+def _commits_ahead(sentence: str) -> bool:
+    """A present-tense commitment: a first-person action verb and a time ahead, in one clause."""
+    clauses = [c for c in _CLAUSE_BREAK.split(sentence) if c.strip()]
+    for i, clause in enumerate(clauses):
+        if not _acts(clause):
+            continue
+        if FUTURE_TIME_RE.search(clause):
+            return True
+        if i + 1 < len(clauses) and _WHEN_CLAUSE.search(clauses[i + 1]):
+            return True
+    return False
+
+
+#: Words before "ich" that are not its verb ("wenn ich", "und ich") or that make it no
+#: commitment ("soll ich", "kann ich").
+_NOT_VERB_BEFORE_ICH = frozenset(
+    "wenn dass daß ob weil und oder aber als da wie was wo sobald bevor nachdem damit denn soll "
+    "kann darf muss will möchte werde würde sollte könnte habe bin hab".split()
+)
+
+
+def is_promise(sentence: str) -> bool:
+    """The speaker commits to doing something later ("I'll check", "ich werde ...",
+    "Ich schicke dir morgen ...", "Mache ich sofort"); a question never does."""
+    if is_question(sentence):
+        return False
+    return bool(PROMISE_RE.search(sentence)) or _commits_ahead(sentence)
+
+
 #: The assistant reports that something is finished.
 COMPLETION_RE = _rx(
     r"\b(?:done|finished|completed|complete|succeeded|ready)\b",
@@ -163,7 +242,7 @@ def answers(sentence: str) -> bool:
     question back, "I don't know", a deferral ("I'll check", "ich schaue nach",
     tracked as a promise instead) and bare acknowledgements ("Okay.", "Hmm.") do not.
     """
-    if is_question(sentence) or UNSURE_RE.search(sentence) or PROMISE_RE.search(sentence):
+    if is_question(sentence) or UNSURE_RE.search(sentence) or is_promise(sentence):
         return False
     tokens = words(sentence)
     return any(t not in ACK_WORDS for t in tokens)

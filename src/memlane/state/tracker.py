@@ -260,7 +260,7 @@ def classify_response(text: str, tool_calls: object = None) -> str:
     questions = [s for s in sents if lang.is_question(s) and not lang.PLEASANTRY_QUESTION_RE.search(s)]
     if questions and sents and lang.is_question(sents[-1]):
         return "clarification" if any(_CLARIFY_RE.search(q) for q in questions) else "question"
-    if any(lang.PROMISE_RE.search(s) for s in sents):
+    if any(lang.is_promise(s) for s in sents):
         return "action"
     if lang.SUGGESTION_RE.search(text):
         return "suggestion"
@@ -502,7 +502,7 @@ def _fold_assistant(state: SessionState, msg: Message) -> None:
             ):
                 _close(state, best)
     for sentence in sents:
-        if lang.PROMISE_RE.search(sentence) and not lang.is_question(sentence):
+        if lang.is_promise(sentence):
             promise = _snip(sentence)
             if any(lp.kind == "promise" and lp.text == promise for lp in state.loops):
                 continue
