@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +55,11 @@ def any_mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
     m = Memory(target, embedder="hashing", checkpoint_dir=str(tmp_path / "cp"))
     yield m
     m.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Headless Debian chromium under Playwright, for the inspector's tests (skips without it)."""
+    from tests.inspector_support import launch_browser
+
+    yield from launch_browser()

@@ -3,88 +3,18 @@ clicking through a real server with real data. Screenshots land in test-artifact
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memlane import Memory
 from memlane.errors import NotFoundError
-from memlane.eval.locomo_data import load_conversation
 from memlane.server.auth import key_store_for
 from memlane.server.tenancy import Caller, TenantView
-from tests.conftest import LONG_CONVERSATION
-from tests.server_support import REPO, new_key, open_memory, running_server
+from tests.inspector_support import ARTIFACTS, confirm, expect, load_data, offline, ready_page, shot
+from tests.server_support import new_key, open_memory, running_server
 
 pytestmark = pytest.mark.browser
-
-# Playwright is a dev dependency; a bare install without it should skip, not fail to collect.
-expect = pytest.importorskip(
-    "playwright.sync_api", reason="skipping browser tests: playwright is not installed (pip install -e '.[dev]')"
-).expect
-
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = REPO / "test-artifacts"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-
-def _browser_or_skip() -> None:
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        pytest.skip("skipping browser tests: /usr/bin/chromium is not installed (apt-get install -y chromium)")
-
-
-def load_data(mem: Memory) -> dict[str, Any]:
-    """A travel chat with tool calls and turns, plus three sessions of a LoCoMo-format conversation."""
-    view = TenantView(mem, Caller(None))
-    view.create_session(session_id="trip", title="Trip planning", user_id="ana", system_prompt="You plan trips.")
-    mem.store_interaction("Hi! I'm Ana and I'm vegetarian. Lisbon in May?", "Lovely! Noted: vegetarian.",
-                          session_id="trip", author_name="Ana", metadata={"intent": "plan", "model_used": "llama3.2:3b"})
-    call = {"id": "call_w1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Lisbon", "month": "May"}'}}
-    mem.add_messages("trip", [
-        {"role": "user", "content": "What's the weather like then?", "author_name": "Ana"},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "content": "22C and sunny on average", "tool_call_id": "call_w1", "name": "get_weather"},
-        {"role": "assistant", "content": "Expect about 22C and sun."},
-    ])
-    mem.store_interaction("Remind me to book the Sintra train.", "I'll remind you.", session_id="trip",
-                          author_name="Ana", metadata={"intent": "reminder"})
-    view.create_session(session_id="room-7", title="Matrix room #books", user_id="bob")
-    mem.add("room-7", "Has anyone read Piranesi?", author_name="Bob", author_id="@bob:matrix.org")
-    mem.add("room-7", "Yes, loved the house of endless halls.", author_name="Maria", author_id="@maria:matrix.org")
-    loaded = 2
-    convo = load_conversation(LONG_CONVERSATION)
-    for session in convo.sessions[:3]:
-        sid = f"locomo-{convo.sample_id}-{session.index}"
-        view.create_session(session_id=sid, title=f"LoCoMo {convo.sample_id} {session.key}",
-                            user_id=convo.speaker_a)
-        mem.add_messages(sid, convo.session_messages(session, session_id=sid))
-        loaded += 1
-    mem.flush()
-    return {"sessions": loaded}
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    _browser_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-                              args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-def _ready_page(browser: Any, url: str, errors: list[str], width: int = 1400, height: int = 1000) -> Any:
-    """A page on the inspector, loaded, collecting script errors into ``errors``."""
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(url + "/")
-    page.wait_for_selector("body[data-ready='1']")
-    return page
 
 
 def test_inspector_click_through(tmp_path: Path, browser: Any) -> None:
@@ -93,7 +23,7 @@ def test_inspector_click_through(tmp_path: Path, browser: Any) -> None:
     data = load_data(mem)
     errors: list[str] = []
     with running_server(mem) as url:
-        page = _ready_page(browser, url, errors, height=900)
+        page = ready_page(browser, url, errors, height=900)
         assert page.locator(".session-item").count() == data["sessions"]
         assert "no auth" in page.locator("#who").inner_text()
 
@@ -176,26 +106,11 @@ def test_inspector_asks_for_a_key(tmp_path: Path, browser: Any) -> None:
     mem.close()
 
 
-def _offline(page: Any, base_url: str) -> list[str]:
-    """Refuse every request that leaves the server under test; returns the refused URLs."""
-    refused: list[str] = []
-
-    def handle(route: Any) -> None:
-        if route.request.url.startswith(base_url):
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", handle)
-    return refused
-
-
-def test_docs_render_offline(tmp_path: Path, browser: Any) -> None:
+def test_docs_renderoffline(tmp_path: Path, browser: Any) -> None:
     mem = open_memory(tmp_path / "docs.db")
     with running_server(mem) as url:
         page = browser.new_page()
-        refused = _offline(page, url)
+        refused = offline(page, url)
         page.goto(url + "/docs")
         expect(page.locator(".swagger-ui .info .title")).to_contain_text("memlane", timeout=30_000)
         paths = len(mem_spec_paths(page, url))
@@ -238,21 +153,6 @@ def test_empty_inspector_points_to_the_demo_which_fills_it(tmp_path: Path, brows
     mem.close()
 
 
-def _shot(page: Any, name: str, **options: Any) -> Path:
-    """Save a screenshot under test-artifacts/ (git-ignored) and say where it went."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
-    page.screenshot(path=str(path), **options)
-    print(f"screenshot: {path}")
-    return path
-
-
-def _confirm(page: Any) -> None:
-    page.wait_for_selector("#confirm-dialog:not([hidden])")
-    page.click("#confirm-ok")
-    page.wait_for_selector("#confirm-dialog[hidden]", state="attached")
-
-
 def _fully_visible(page: Any, selector: str, width: int) -> bool:
     box = page.locator(selector).bounding_box()
     return bool(page.locator(selector).is_visible() and box and box["x"] >= 0 and box["x"] + box["width"] <= width)
@@ -269,7 +169,7 @@ def test_titles_recalled_labels_and_narrow_header(tmp_path: Path, browser: Any) 
     mem.flush(30)
     errors: list[str] = []
     with running_server(mem) as url:
-        page = _ready_page(browser, url, errors)
+        page = ready_page(browser, url, errors)
         item = page.locator(".session-item[data-session='untitled-1'] .t")
         assert item.inner_text().startswith("Can you suggest a vegetarian restaurant")
         assert "derived" in (item.get_attribute("class") or "")
@@ -277,7 +177,7 @@ def test_titles_recalled_labels_and_narrow_header(tmp_path: Path, browser: Any) 
         assert mem.get_session("untitled-1").title is None  # derived for display, stored data untouched
         for side in ("#search-form button", "#key-button"):
             assert _fully_visible(page, side, 1400), side
-        _shot(page, "inspector-1400-sessions.png")
+        shot(page, "inspector-1400-sessions.png")
 
         # the packet labels each recalled hit by where it came from
         page.click(".session-item[data-session='untitled-1']")
@@ -297,20 +197,20 @@ def test_titles_recalled_labels_and_narrow_header(tmp_path: Path, browser: Any) 
         assert page.locator(".recalled-hit .badge.here").count() == len(here)
         assert "other session: Trip planning" in page.locator("#context-out").inner_text()
         assert f"{len(others)} from other sessions" in (page.locator("#context-out").text_content() or "")
-        _shot(page, "inspector-1400-context-recalled.png", full_page=True)
+        shot(page, "inspector-1400-context-recalled.png", full_page=True)
         page.close()
 
-        narrow = _ready_page(browser, url, errors, width=420, height=900)
+        narrow = ready_page(browser, url, errors, width=420, height=900)
         narrow.goto(url + "/#/session/trip/transcript")
         narrow.wait_for_selector("#transcript")
         for side in ("#search-form button", "#key-button", "#search-input"):
             assert _fully_visible(narrow, side, 420), side
         assert narrow.evaluate("document.documentElement.scrollWidth") <= 420
-        _shot(narrow, "inspector-420-transcript.png")
+        shot(narrow, "inspector-420-transcript.png")
         narrow.fill("#search-input", "Piranesi")
         narrow.click("#search-form button")
         narrow.wait_for_selector("#search-results .hit")
-        _shot(narrow, "inspector-420-search.png")
+        shot(narrow, "inspector-420-search.png")
         narrow.close()
     assert errors == []
     mem.close()
@@ -325,7 +225,7 @@ def test_actions_confirmed_audited_and_gone_everywhere(tmp_path: Path, browser: 
     weather = next(m for m in mem.load_session("trip") if m.content == "What's the weather like then?")
     errors: list[str] = []
     with running_server(mem) as url:
-        page = _ready_page(browser, url, errors)
+        page = ready_page(browser, url, errors)
         page.goto(url + "/#/session/trip/transcript")
         page.wait_for_selector("#transcript")
         target = page.locator(f"#msg-{weather.id}")
@@ -338,20 +238,20 @@ def test_actions_confirmed_audited_and_gone_everywhere(tmp_path: Path, browser: 
 
         # pin, then unpin
         target.locator("button.pin").click()
-        _confirm(page)
+        confirm(page)
         expect(page.locator(f"#msg-{weather.id} .badge", has_text="pinned")).to_be_visible()
         assert mem.get_message(weather.id or 0).pinned and mem.get_message(weather.id or 0).importance == 1.0
         expect(page.locator("#toast")).to_contain_text("audit log")
-        _shot(page, "inspector-action-pinned.png")
+        shot(page, "inspector-action-pinned.png")
         page.locator(f"#msg-{weather.id} button.pin").click()
-        _confirm(page)
+        confirm(page)
         expect(page.locator(f"#msg-{weather.id} button.pin")).to_have_text("Pin")
         assert not mem.get_message(weather.id or 0).pinned
 
         # forget one message: gone from the page, the API and search
         page.locator(f"#msg-{weather.id} button.forget").click()
         expect(page.locator("#confirm-text")).to_contain_text("weather like then")
-        _shot(page, "inspector-action-confirm.png")
+        shot(page, "inspector-action-confirm.png")
         page.click("#confirm-ok")
         expect(page.locator(f"#msg-{weather.id}")).to_have_count(0)
         assert page.request.get(f"{url}/v1/messages/{weather.id}").status == 404
@@ -368,9 +268,9 @@ def test_actions_confirmed_audited_and_gone_everywhere(tmp_path: Path, browser: 
         expect(card.locator(".note-history li.superseded")).to_contain_text("Ana is vegetarian")
         expect(card.locator(".note-history li.current")).to_contain_text("Ana is vegan now")
         expect(page.locator("#state")).to_contain_text("Open loops")
-        _shot(page, "inspector-notes-history.png", full_page=True)
+        shot(page, "inspector-notes-history.png", full_page=True)
         card.locator("button.remove").click()
-        _confirm(page)
+        confirm(page)
         expect(page.locator(f".note[data-note='{newer.id}']")).to_have_count(0)
         page.wait_for_selector("#notes")
         expect(page.locator("#notes")).not_to_contain_text("Ana is vegan now")
@@ -385,11 +285,11 @@ def test_actions_confirmed_audited_and_gone_everywhere(tmp_path: Path, browser: 
         assert actions[:4] == ["forget_note", "forget_message", "unpin_message", "pin_message"]
         assert all(e.actor_id == "loopback" and e.allowed for e in mem.audit_log(session_id="trip"))
         expect(page.locator("#audit")).to_contain_text("forget_message")
-        _shot(page, "inspector-audit.png")
+        shot(page, "inspector-audit.png")
 
         # forget the whole session: gone from the list, the API and search
         page.click(".forget-session")
-        _confirm(page)
+        confirm(page)
         expect(page.locator(".session-item[data-session='trip']")).to_have_count(0)
         expect(page.locator(".empty")).to_be_visible()
         assert page.request.get(f"{url}/v1/sessions/trip").status == 404
@@ -415,9 +315,9 @@ def test_action_with_a_key_of_another_tenant_is_refused(tmp_path: Path, browser:
         # the key is swapped for another tenant's (another tab, a pasted key) before acting
         page.evaluate("key => localStorage.setItem('memlane.key', key)", other)
         page.locator(f"#msg-{msg.id} button.forget").click()
-        _confirm(page)
+        confirm(page)
         expect(page.locator("#toast.bad")).to_contain_text("Refused")
-        _shot(page, "inspector-action-refused.png")
+        shot(page, "inspector-action-refused.png")
         assert mem.get_message(msg.id or 0).content == "acme secret plan"
         refused = [e for e in mem.audit_log() if e.action == "forget_message"]
         assert len(refused) == 1 and not refused[0].allowed and refused[0].result == "not_found"
@@ -437,14 +337,14 @@ def test_people_view_and_search_grouped_filtered(tmp_path: Path, browser: Any) -
     mem.flush(30)
     errors: list[str] = []
     with running_server(mem) as url:
-        page = _ready_page(browser, url, errors)
+        page = ready_page(browser, url, errors)
         page.click("#people-link")
         page.wait_for_selector("#people")
         page.click("#people a:text-is('ana')")
         card = page.locator(f".note[data-note='{note.id}']")
         expect(card).to_contain_text("Ana is vegetarian")
         expect(card.locator(".slot")).to_contain_text("diet = vegetarian")
-        _shot(page, "inspector-people-ana.png", full_page=True)
+        shot(page, "inspector-people-ana.png", full_page=True)
 
         # identical texts are one hit naming the other session, by title
         page.fill("#search-input", "pasta place Rua Augusta")
@@ -458,7 +358,7 @@ def test_people_view_and_search_grouped_filtered(tmp_path: Path, browser: Any) -
         page.locator("h1").click()
         page.keyboard.press("ArrowDown")
         assert page.evaluate("document.activeElement.dataset.index") == "0"
-        _shot(page, "inspector-search-grouped.png", full_page=True)
+        shot(page, "inspector-search-grouped.png", full_page=True)
 
         # filter by person: only ana's sessions
         page.fill("#search-input", "vegetarian")

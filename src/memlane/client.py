@@ -505,6 +505,13 @@ class MemoryClient:
         """Delete a note with every version of it (audited by the server)."""
         return int(self._call("DELETE", f"/v1/notes/{int(note_id)}")["count"])
 
+    def correct_note(self, note_id: int, text: str, *, value: str | None = None, reason: str | None = None,
+                     corrected_by: str | None = None) -> Note:
+        """Correct a current note (audited by the server, which names the key as who did it)."""
+        del corrected_by  # the server records the caller's key, not a name the client claims
+        body = _clean({"text": text, "value": value, "reason": reason})
+        return note_from_dict(self._call("PATCH", f"/v1/notes/{int(note_id)}", json=body))
+
     def audit_log(self, *, session_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """The audit log of this key's tenant, newest first."""
         data = self._call("GET", "/v1/audit", params={"session_id": session_id, "limit": limit})

@@ -984,6 +984,12 @@ class Memory:
         """Every version of a note, oldest first: how it changed and when."""
         return self._notes().history(note_id)
 
+    def correct_note(self, note_id: int, text: str, *, value: str | None = None, reason: str | None = None,
+                     corrected_by: str | None = None) -> Note:
+        """Correct a current note: a new version says ``text`` and supersedes it (the old one
+        stays in ``note_history``, which says why: ``reason``, by ``corrected_by``)."""
+        return self._notes().correct(note_id, text, value=value, reason=reason, corrected_by=corrected_by)
+
     def forget_note(self, note_id: int) -> int:
         """Delete a note with every version of it; how many versions went."""
         return self._notes().forget_note(note_id)

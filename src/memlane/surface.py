@@ -23,7 +23,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "search": ("search", "get_relevant_context"),
     "context": ("context", "get_state", "resolve_references", "hydrate", "shutdown"),
     "notes": ("notes", "add_note", "note_history", "facets", "handle_command", "anchor_id", "is_anchor",
-              "forget_note"),
+              "forget_note", "correct_note"),
     "admin": (
         "flush", "stats", "maintain", "prune_old_sessions", "export_session", "import_sessions",
         "pending_writes", "from_url", "close", "audit_log",

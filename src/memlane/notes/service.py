@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memlane.errors import InvalidInputError, MemlaneError, NotFoundError, SessionNotFoundError
+from memlane.errors import ConflictError, InvalidInputError, MemlaneError, NotFoundError, SessionNotFoundError
 from memlane.models import check_json, utcnow
 from memlane.notes.gate import PromotionGate
 from memlane.notes.models import FACET_KINDS, NOTE_KINDS, Facet, Note, NoteCandidate, WriteOutcome
@@ -252,6 +253,37 @@ class NotesService:
     def history(self, note_id: int) -> list[Note]:
         """Every version of the note's lineage, oldest first; the current one has no valid_to."""
         return self.store.history(note_id)
+
+    def correct(self, note_id: int, text: str, *, value: str | None = None, reason: str | None = None,
+                corrected_by: str | None = None) -> Note:
+        """Replace what a current note says with a corrected version that supersedes it.
+
+        The corrected version keeps the note's slot, person, conversation and sources; the
+        old one stays in the lineage with ``superseded_by`` pointing here, and ``why``
+        (:func:`memlane.notes.why.superseded_why`) reads the reason from the new version's
+        metadata. ``value`` defaults to the new text when the old value was the old text.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError("a corrected note needs non-empty text")
+        old = self.get(note_id)
+        if not old.current:
+            successor = f" by note {old.superseded_by}" if old.superseded_by else ""
+            raise ConflictError(
+                f"note {note_id} was already superseded{successor}: correct the current version"
+            )
+        if value is None:
+            value = text.strip() if old.value in (None, old.text) else old.value
+        meta = {k: v for k, v in old.metadata.items() if k not in ("correction",)}
+        meta["correction"] = {k: v for k, v in (("reason", reason), ("by", corrected_by)) if v}
+        new = replace(
+            old, text=text.strip(), value=value, id=None, valid_from=utcnow(), valid_to=None,
+            supersedes=None, superseded_by=None, seen_count=1, origin="api", metadata=check_json(meta, "metadata"),
+            created_at=utcnow(), updated_at=utcnow(), source_ids=list(old.source_ids),
+        )
+        stored = self.store.add_note(new, supersede=[note_id])
+        if stored is None:
+            raise NotFoundError(f"note {note_id} could not be corrected: its source messages were forgotten")
+        return stored
 
     def forget_note(self, note_id: int) -> int:
         """Delete a note and every version of it (through the one erase routine)."""

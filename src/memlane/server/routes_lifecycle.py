@@ -66,8 +66,9 @@ def unarchive(session_id: SessionId, v: View) -> dict[str, Any]:
 @router.get("/notes/{note_id}/history", response_model=s.NoteList, tags=["notes"],
             responses={404: {"description": "Unknown note"}})
 def note_history(note_id: MessageId, v: View) -> dict[str, Any]:
-    """Every version of a note, oldest first."""
-    return {"notes": [_jsonable(n) for n in v.note_history(note_id)]}
+    """Every version of a note, oldest first; a superseded one says why (``superseded_why``)
+    and what replaced it (``superseded_by``, ``superseded_by_text``)."""
+    return {"notes": _jsonable(v.explained_history(note_id))}
 
 
 @router.get("/stats", tags=["admin"], responses=_ADMIN)

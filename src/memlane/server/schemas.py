@@ -197,6 +197,43 @@ class NoteIn(_In):
     value: ShortText | None = None
 
 
+class NoteCorrectionIn(_In):
+    text: Annotated[str, Field(min_length=1, max_length=MAX_SHORT), AfterValidator(_storable)] = Field(
+        ..., description="What the note should say instead.")
+    value: ShortText | None = Field(None, description="The slot's new value (default: the text, when the old "
+                                    "value was the old text; else unchanged).")
+    reason: ShortText | None = Field(None, description="Why it was corrected: shown in the note's history "
+                                     "and written to the audit log.")
+
+
+class DayCount(BaseModel):
+    day: str = Field(..., description="UTC day, YYYY-MM-DD.")
+    messages: int
+    user: int
+    assistant: int
+    other: int = Field(..., description="System and tool messages.")
+
+
+class TimelineOut(BaseModel):
+    session_id: str
+    messages: int = Field(..., description="Messages in the log, cleared ones included.")
+    days: list[DayCount]
+    summary: JsonObject = Field(..., description="blocks (each with the messages it covers: ids and 0-based "
+                                "positions in the log), summarized_messages, covered_turns, tokens_saved.")
+    checkpoint: JsonObject = Field(..., description="state (fresh, stale, missing, corrupt, disabled) and, when "
+                                   "readable, written_at, reason, last_message_id and its position.")
+
+
+class OverviewOut(BaseModel):
+    tenant_id: str | None
+    figures: JsonObject = Field(..., description="sessions, messages, notes, notes_superseded, index_backlog and "
+                                "database_bytes; null where the caller may not see it (a tenant's key: "
+                                "database size and backlog span every tenant).")
+    backlog_cap: int
+    messages_per_day: list[DayCount]
+    sessions_per_day: list[JsonObject]
+
+
 class CommandIn(_In):
     text: Annotated[str, Field(min_length=1, max_length=MAX_SHORT), AfterValidator(_storable)] = Field(
         ..., description='What was said, e.g. "forget this conversation" or "merk dir das".')

@@ -339,6 +339,28 @@ class TenantView:
             detail["session_id"] = versions[-1].session_id
             return self.mem.forget_note(note_id)
 
+    def correct_note(self, note_id: int, text: str, *, value: str | None, reason: str | None) -> Any:
+        """A corrected version of a current note (the old one stays in its history), audited."""
+        with self._audited("correct_note", note_id=note_id) as detail:
+            versions = self.note_history(note_id)
+            if not versions:
+                raise NotFoundError(f"note {note_id} does not exist")
+            detail["session_id"] = versions[-1].session_id
+            if reason:
+                detail["reason"] = reason
+            actor = f"api-key:{self.caller.key_id}" if self.caller.key_id else "loopback"
+            note = self.mem.correct_note(note_id, text, value=value, reason=reason, corrected_by=actor)
+            detail["new_note_id"] = note.id
+            return note
+
+    def explained_history(self, note_id: int) -> list[dict[str, Any]]:
+        """Every version of a note, oldest first, each saying why it was superseded and by what."""
+        from memlane.notes.why import explain_history
+
+        versions = self.note_history(note_id)
+        notes = self.mem.parts.notes
+        return explain_history(versions, lambda i: notes.store.get_note(i) if notes is not None else None)
+
     def handle_command(self, session_id: str, text: str, author_id: str | None, *,
                        author_name: str | None = None) -> Any:
         self.session(session_id)  # another tenant's conversation is "not found"

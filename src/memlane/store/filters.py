@@ -41,6 +41,8 @@ class Dialect:
     json_int: str
     """A format string reading the integer field ``{field}`` of JSON column ``{column}``
     (NULL when the value is not JSON)."""
+    day_number: str
+    """A format string for the UTC day (days since 1970-01-01, an integer) of time column ``{}``."""
 
 
 def equal_fields(d: Dialect, flt: object, fields: Sequence[str], prefix: str = "") -> tuple[list[str], list[Any]]:

@@ -74,6 +74,7 @@ DIALECT = filters.Dialect(
     load_json=_json,
     from_time=_utc,
     json_int="({column}->>'{field}')::bigint",
+    day_number="floor(extract(epoch FROM {}) / 86400)::bigint",
 )
 
 

@@ -7,10 +7,10 @@ on either backend; each store sets ``_dialect`` (filters.py) and provides ``read
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any, ClassVar
 
-from memlane.models import JSON, Message, Session, SessionFilter, Turn
+from memlane.models import JSON, Message, MessageFilter, Session, SessionFilter, Turn
 from memlane.store import filters
 from memlane.store.rows import (
     SESSION_COLS,
@@ -21,6 +21,8 @@ from memlane.store.rows import (
     turn_message_ids,
 )
 
+#: Day 0 of the stores' day numbers (UTC days since the Unix epoch).
+_EPOCH = date(1970, 1, 1)
 #: Every character str.strip() removes: a message of only these has no text.
 _WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 
@@ -109,6 +111,26 @@ class SqlReads:
             self._dialect, self.read, self._message, session_id,
             after_id=after_id, batch=batch, include_hidden=include_hidden,
         )
+
+    # ------------------------------------------------------------ per-day counts (activity.py)
+
+    def messages_per_day(self, flt: MessageFilter) -> list[tuple[date, str, int]]:
+        d = self._dialect
+        where, params = filters.message_where(d, flt)
+        day = d.day_number.format("m.created_at")
+        rows = self.read(
+            f"SELECT {day} AS day, m.role, count(*) FROM messages m JOIN sessions s ON s.id = m.session_id "
+            f"WHERE 1 = 1 {where} GROUP BY {day}, m.role ORDER BY 1, 2",
+            params,
+        )
+        return [(_EPOCH + timedelta(days=int(r[0])), str(r[1]), int(r[2])) for r in rows]
+
+    def sessions_per_day(self, flt: SessionFilter) -> list[tuple[date, int]]:
+        d = self._dialect
+        where, params = filters.session_where(d, flt)
+        day = d.day_number.format("created_at")
+        rows = self.read(f"SELECT {day} AS day, count(*) FROM sessions {where} GROUP BY {day} ORDER BY 1", params)
+        return [(_EPOCH + timedelta(days=int(r[0])), int(r[1])) for r in rows]
 
     def count_messages(self, session_id: str | None = None) -> int:
         if session_id is None:

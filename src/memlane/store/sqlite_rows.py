@@ -60,6 +60,7 @@ DIALECT = filters.Dialect(
     load_json=_loads,
     from_time=from_epoch,
     json_int="CASE WHEN json_valid({column}) THEN CAST(json_extract({column}, '$.{field}') AS INTEGER) END",
+    day_number="CAST(({}) / 86400 AS INTEGER)",  # epoch seconds; created_at is never negative
 )
 
 

@@ -8,7 +8,8 @@ const SECTION_COLORS = {
 };
 const STRATEGIES = ["hybrid", "simple", "summary", "tiered"];
 
-const state = { sessions: [], selected: null, tab: "transcript", features: {}, highlight: null, contextTicket: 0 };
+const state = { sessions: [], selected: null, tab: "transcript", features: {}, highlight: null, contextTicket: 0,
+  noteKind: "" };
 
 // ------------------------------------------------------------------ helpers
 
@@ -110,8 +111,15 @@ async function loadSessions() {
 function renderSessions() {
   const needle = document.getElementById("session-filter").value.trim().toLowerCase();
   const sort = document.getElementById("session-sort").value;
-  let rows = state.sessions.filter((s) => !needle || [s.id, s.display_title, s.user_id, s.agent_id, s.tenant_id]
-    .some((v) => v && String(v).toLowerCase().includes(needle)));
+  renderFacetOptions();
+  const user = document.getElementById("user-filter").value;
+  const agent = document.getElementById("agent-filter").value;
+  const days = Number(document.getElementById("active-filter").value);
+  const since = days ? Date.now() - days * 86400e3 : 0;
+  let rows = state.sessions.filter((s) => (!needle || [s.id, s.display_title, s.user_id, s.agent_id, s.tenant_id]
+    .some((v) => v && String(v).toLowerCase().includes(needle)))
+    && (!user || s.user_id === user) && (!agent || s.agent_id === agent)
+    && (!since || new Date(s.last_active_at).getTime() >= since));
   const activity = (s) => new Date(s.last_active_at).getTime();
   const sorters = {
     recent: (a, b) => activity(b) - activity(a),
@@ -143,6 +151,25 @@ function renderSessions() {
   }
 }
 
+// Facets of the session list: each person and agent that has sessions, with how many.
+function renderFacetOptions() {
+  for (const [id, field, any] of [["user-filter", "user_id", "any person"], ["agent-filter", "agent_id", "any agent"]]) {
+    const select = document.getElementById(id);
+    const counts = new Map();
+    for (const x of state.sessions) if (x[field]) counts.set(x[field], (counts.get(x[field]) || 0) + 1);
+    const keep = select.value;
+    const values = [...counts.keys()].sort();
+    const signature = values.map((v) => `${v}:${counts.get(v)}`).join("|");
+    if (select.dataset.signature !== signature) {
+      select.replaceChildren(el("option", { value: "", text: any }),
+        ...values.map((v) => el("option", { value: v, text: `${v} (${counts.get(v)})` })));
+      select.dataset.signature = signature;
+    }
+    select.value = counts.has(keep) ? keep : "";
+    select.hidden = !values.length;
+  }
+}
+
 // ------------------------------------------------------------------ session view
 
 async function openSession(sessionId, tab) {
@@ -169,16 +196,21 @@ async function openSession(sessionId, tab) {
   root.querySelector(".s-title").textContent = titleOf(session);
   root.querySelector(".s-title").classList.toggle("derived", !session.title);
   root.querySelector(".forget-session").addEventListener("click", () => forgetSession(session));
-  root.querySelector(".s-meta").textContent = [
-    `id ${session.id}`, session.user_id && `user ${session.user_id}`, session.agent_id && `agent ${session.agent_id}`,
-    `tenant ${session.tenant_id}`, session.status, `${session.message_count} messages`,
-    `created ${when(session.created_at)}`, `active ${ago(session.last_active_at)}`,
-  ].filter(Boolean).join(" · ");
+  root.querySelector(".s-meta").textContent = sessionMeta(session);
   const body = root.querySelector(".tab-body");
   if (current === "context") renderContextForm(body, session);
   else if (current === "memory") await renderMemory(body, session);
   else if (current === "audit") await renderAudit(body, session);
+  else if (current === "timeline") await renderTimeline(body, session);
   else await renderTranscript(body, session);
+}
+
+function sessionMeta(session) {
+  return [
+    `id ${session.id}`, session.user_id && `user ${session.user_id}`, session.agent_id && `agent ${session.agent_id}`,
+    `tenant ${session.tenant_id}`, session.status, `${session.message_count} messages`,
+    `created ${when(session.created_at)}`, `active ${ago(session.last_active_at)}`,
+  ].filter(Boolean).join(" · ");
 }
 
 function renderToolCalls(calls) {
@@ -195,7 +227,7 @@ function messageNode(m, actions) {
   const author = m.author_name || m.author_id;
   return el("div", {
     class: `msg ${m.role}${m.hidden ? " hidden" : ""}${state.highlight === m.id ? " highlight" : ""}`,
-    id: `msg-${m.id}`, "data-role": m.role,
+    id: `msg-${m.id}`, "data-role": m.role, "data-turn": m.turn_id || "",
   },
   el("div", { class: "msg-head" },
     el("span", { class: "role", text: m.role }),
@@ -350,46 +382,128 @@ function sourceLinks(note) {
 
 function noteCard(note) {
   const history = el("div", { class: "note-history" });
-  const card = el("div", { class: "note", "data-note": note.id },
+  const editor = el("div", { class: "note-editor" });
+  const card = el("div", { class: "note", "data-note": note.id, "data-kind": note.kind },
     el("div", { class: "note-text", text: note.text }),
     el("div", { class: "note-meta muted" },
       note.slot ? el("span", { class: "slot" }, el("b", { text: note.slot }), note.value ? ` = ${note.value}` : "") : null,
-      el("span", { text: note.kind }),
+      el("span", { class: "kind", text: note.kind }),
       el("span", { text: `importance ${Number(note.importance).toFixed(2)}` }),
       el("span", { title: note.valid_from, text: `valid from ${when(note.valid_from)}` }),
       note.user_id ? el("span", { text: `about ${note.user_id}` }) : null,
+      note.supersedes ? el("span", { text: `replaces #${note.supersedes}` }) : null,
       sourceLinks(note)),
     el("div", { class: "row" },
       el("button", { class: "ghost small history", type: "button", text: "History",
         onclick: () => showHistory(note, history) }),
+      el("button", { class: "ghost small edit", type: "button", text: "Correct",
+        title: "Write what the note should say; the old version stays in its history",
+        onclick: () => showEditor(note, editor) }),
       el("button", { class: "ghost small danger remove", type: "button", text: "Remove", onclick: () => forgetNote(note) })),
-    history);
+    editor, history);
   return card;
+}
+
+// Correcting a note writes a new version that supersedes it (confirmed, audited, reason kept).
+function showEditor(note, target) {
+  if (target.firstChild) { target.replaceChildren(); return; }
+  const text = el("textarea", { class: "edit-text", rows: "2", "aria-label": "Corrected text" });
+  text.value = note.text;
+  const value = el("input", { class: "edit-value", type: "text", placeholder: "value", "aria-label": "Value" });
+  value.value = note.value && note.value !== note.text ? note.value : "";
+  const reason = el("input", { class: "edit-reason", type: "text", placeholder: "why (kept in the history and audit log)",
+    "aria-label": "Reason" });
+  const save = async (event) => {
+    event.preventDefault();
+    const body = { text: text.value.trim() };
+    if (!body.text) { toast("A note needs text: write what it should say, or Remove it.", true); return; }
+    if (value.value.trim()) body.value = value.value.trim();
+    if (reason.value.trim()) body.reason = reason.value.trim();
+    await act({
+      title: `Correct note #${note.id}?`, ok: "Save correction",
+      text: `“${note.text}” becomes “${body.text}”. The old version stays in the note's history.`,
+      method: "PATCH", path: `/v1/notes/${note.id}`, body, done: `Corrected note #${note.id}`,
+    });
+  };
+  target.replaceChildren(el("form", { class: "edit-form", onsubmit: save }, text,
+    el("div", { class: "row" }, note.slot ? value : null, reason,
+      el("button", { class: "small save", type: "submit", text: "Save" }),
+      el("button", { class: "ghost small cancel", type: "button", text: "Cancel", onclick: () => target.replaceChildren() }))));
+  text.focus();
 }
 
 async function showHistory(note, target) {
   try {
     const versions = (await api("GET", `/v1/notes/${note.id}/history`)).notes;
     target.replaceChildren(el("b", { text: `${versions.length} version(s), oldest first` }),
-      el("ol", {}, versions.map((v) => el("li", { class: v.current ? "current" : "superseded" },
+      el("ol", {}, versions.map((v) => el("li", { class: v.current ? "current" : "superseded", "data-version": v.id },
         el("span", { text: v.text }), " ",
         el("span", { class: "muted", text: `${when(v.valid_from)} → ${v.valid_to ? when(v.valid_to) : "now"}`
-          + (v.superseded_by ? ` · superseded by #${v.superseded_by}` : "") + (v.current ? " · current" : "") })))));
+          + (v.current ? " · current" : "") }),
+        v.superseded_why ? el("div", { class: "why" }, el("b", { text: "why: " }), v.superseded_why,
+          v.superseded_by ? el("span", { class: "muted", text: ` · by #${v.superseded_by}`
+            + (v.superseded_by_text ? `: “${v.superseded_by_text}”` : "") }) : null) : null))));
   } catch (error) {
     showError(target, error);
   }
 }
 
+// Notes with a facet bar by kind (preference, fact, ...): a click shows one kind only.
+function notesWithFacets(notes, empty) {
+  const box = el("div", {});
+  if (!notes.length) return el("p", { class: "muted", text: empty });
+  const kinds = new Map();
+  for (const n of notes) kinds.set(n.kind, (kinds.get(n.kind) || 0) + 1);
+  const draw = () => {
+    const shown = notes.filter((n) => !state.noteKind || n.kind === state.noteKind);
+    box.replaceChildren(el("div", { class: "chips note-kinds" },
+      [["", `all ${notes.length}`], ...[...kinds].sort().map(([k, n]) => [k, `${k} ${n}`])].map(([k, label]) =>
+        el("button", { type: "button", class: "chip" + (state.noteKind === k ? " on" : ""), "data-kind": k, text: label,
+          onclick: () => { state.noteKind = k; draw(); } }))),
+    ...(shown.length ? shown.map(noteCard) : [el("p", { class: "muted", text: `No ${state.noteKind} notes here.` })]));
+  };
+  if (state.noteKind && !kinds.has(state.noteKind)) state.noteKind = "";
+  draw();
+  return box;
+}
+
+const FACET_LABELS = { entity: "Names", link: "Links", time: "Dates", action: "Actions (tool calls)" };
+
+// What was tracked beside the dialogue; a click searches this conversation for it.
+function facetCard(session, facets) {
+  const box = el("div", { id: "facets", class: "card" }, el("h3", { text: "Facets" }));
+  if (facets instanceof Error) { showError(box, facets); return box; }
+  const byKind = new Map();
+  for (const f of facets.facets) {
+    const values = byKind.get(f.kind) || new Map();
+    const seen = values.get(f.value) || { n: 0, message: f.message_id };
+    seen.n += 1;
+    values.set(f.value, seen);
+    byKind.set(f.kind, values);
+  }
+  if (!byKind.size) box.append(el("p", { class: "muted", text: "Nothing tracked yet (names, links, dates, tool calls)." }));
+  for (const kind of ["entity", "link", "time", "action"]) {
+    const values = byKind.get(kind);
+    if (!values) continue;
+    box.append(el("b", { text: FACET_LABELS[kind] }), el("div", { class: "chips", "data-facet-kind": kind },
+      [...values].map(([value, seen]) => el("a", { class: "chip", "data-facet": value,
+        title: `${seen.n}× · first in message #${seen.message}`,
+        href: `#/session/${enc(session.id)}/transcript/${seen.message}` }, value,
+        seen.n > 1 ? el("span", { class: "muted", text: ` ${seen.n}` }) : null))));
+  }
+  return box;
+}
+
 async function renderMemory(body, session) {
   body.replaceChildren(el("p", { class: "muted", text: "loading…" }));
-  const [notes, st] = await Promise.all([
+  const [notes, st, facets] = await Promise.all([
     api("GET", `/v1/notes?session_id=${enc(session.id)}&limit=200`).catch((e) => e),
     api("GET", `/v1/sessions/${enc(session.id)}/state`).catch((e) => e),
+    api("GET", `/v1/sessions/${enc(session.id)}/facets?limit=1000`).catch((e) => e),
   ]);
   const notesBox = el("div", { id: "notes" });
   if (notes instanceof Error) showError(notesBox, notes);
-  else if (!notes.notes.length) notesBox.append(el("p", { class: "muted", text: "No long-term notes this conversation sees yet." }));
-  else notesBox.append(...notes.notes.map(noteCard));
+  else notesBox.append(notesWithFacets(notes.notes, "No long-term notes this conversation sees yet."));
   const stateBox = el("div", { id: "state", class: "card" }, el("h3", { text: "Session state" }));
   if (st instanceof Error) showError(stateBox, st);
   else {
@@ -400,7 +514,8 @@ async function renderMemory(body, session) {
       el("b", { text: "Pending clarifications" }), list(st.pending_clarifications));
   }
   body.replaceChildren(el("div", { class: "ctx-grid" },
-    el("div", {}, el("h3", { text: "Notes this conversation sees" }), notesBox), stateBox));
+    el("div", {}, el("h3", { text: "Notes this conversation sees" }), notesBox),
+    el("div", { class: "stack" }, stateBox, facetCard(session, facets))));
 }
 
 async function renderAudit(body, session) {
@@ -419,6 +534,152 @@ async function renderAudit(body, session) {
   body.replaceChildren(rows.length ? el("table", { id: "audit", class: "table" },
     el("tr", {}, ["when", "who", "action", "result", "detail"].map((h) => el("th", { text: h }))), rows)
     : el("p", { class: "muted", text: "Nothing changed in this conversation's memory yet." }));
+}
+
+// ------------------------------------------------------------------ pictures (uPlot, vendored under /static/vendor)
+
+const DAY = 86400;
+
+// Bars at their dates: every day from the first to the last (and one either side, so a
+// single day still has a width); over a long span, one bar per month instead of
+// hundreds of hairlines.
+function dailySeries(days, keys) {
+  if (!days.length) return null;
+  const at = (d) => Date.parse(`${d}T00:00:00Z`) / 1000;
+  const span = (at(days[days.length - 1].day) - at(days[0].day)) / DAY;
+  if (span > 180) {
+    const months = new Map();
+    for (const d of days) {
+      const t = Date.parse(`${d.day.slice(0, 7)}-01T00:00:00Z`) / 1000;
+      const sum = months.get(t) || Object.fromEntries(keys.map((k) => [k, 0]));
+      for (const k of keys) sum[k] += d[k];
+      months.set(t, sum);
+    }
+    const xs = [...months.keys()].sort((a, b) => a - b);
+    return { unit: "month", data: [xs, ...keys.map((k) => xs.map((t) => months.get(t)[k]))] };
+  }
+  const byDay = new Map(days.map((d) => [at(d.day), d]));
+  const xs = [];
+  for (let t = at(days[0].day) - DAY; t <= at(days[days.length - 1].day) + DAY; t += DAY) xs.push(t);
+  return { unit: "day", data: [xs, ...keys.map((k) => xs.map((t) => (byDay.has(t) ? byDay.get(t)[k] : 0)))] };
+}
+
+// A small bar chart of per-day counts, with the numbers in a table beneath (for reading and copying).
+function dayChart(id, title, days, series) {
+  const plot = el("div", { class: "plot" });
+  const table = el("table", { class: "table numbers" },
+    el("tr", {}, el("th", { text: "day" }), series.map((x) => el("th", { text: x.label }))),
+    days.map((d) => el("tr", { "data-day": d.day }, el("td", { text: d.day }), series.map((x) => el("td", { text: String(d[x.key]) })))));
+  const box = el("div", { id, class: "card chart" }, el("h3", { text: title }), plot,
+    el("details", {}, el("summary", { class: "muted", text: "numbers" }), table));
+  const found = dailySeries(days, series.map((x) => x.key));
+  if (!found) { plot.append(el("p", { class: "muted", text: "nothing yet" })); return box; }
+  const data = found.data;
+  if (found.unit === "month") box.querySelector("h3").textContent = title.replace("per day", "per month");
+  if (typeof uPlot === "undefined") { plot.append(el("p", { class: "muted", text: "chart library missing; see the numbers" })); return box; }
+  // Stacked: each series is drawn as the running total up to it, tallest first, so every
+  // part shows as its own band of the day's bar.
+  const stacked = data.slice(1).map((_, i) => data[0].map((__, j) => data.slice(1, i + 2).reduce((a, ys) => a + ys[j], 0)));
+  const order = series.map((x, i) => ({ ...x, ys: stacked[i] })).reverse();
+  if (series.length > 1) {
+    box.insertBefore(el("div", { class: "legend" }, series.map((x) => el("span", {},
+      el("span", { class: "sw", style: `background:${x.color}` }), x.label))), plot.nextSibling);
+  }
+  requestAnimationFrame(() => {
+    if (!box.isConnected) return;
+    const width = Math.max(260, plot.clientWidth || 600);
+    const bars = uPlot.paths.bars({ size: [0.7, 28] });
+    new uPlot({
+      width, height: 150, legend: { show: false },
+      scales: { x: { time: true } },
+      axes: [{ space: 60 }, { size: 40 }],
+      series: [{}, ...order.map((x) => ({ label: x.label, stroke: x.color, fill: x.color, width: 0, paths: bars, points: { show: false } }))],
+    }, [data[0], ...order.map((x) => x.ys)], plot);
+  });
+  return box;
+}
+
+function figureTiles(figures, cap) {
+  const bytes = (n) => (n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(0)} KiB` : `${n} B`);
+  const tiles = [
+    ["sessions", "sessions", figures.sessions], ["messages", "messages", figures.messages],
+    ["notes", "current notes", figures.notes], ["notes_superseded", "superseded notes", figures.notes_superseded],
+    ["index_backlog", "waiting to be embedded", figures.index_backlog === null ? null
+      : `${figures.index_backlog}${figures.index_backlog >= cap ? "+" : ""}`],
+    ["database_bytes", "database size", figures.database_bytes === null ? null : bytes(figures.database_bytes)],
+  ];
+  return el("div", { id: "figures", class: "tiles" }, tiles.map(([key, label, value]) => el("div", {
+    class: "tile" + (value === null || value === undefined ? " na" : ""), "data-figure": key,
+    title: value === null || value === undefined ? "not shown for an API key: it spans every tenant" : null,
+  }, el("b", { text: value === null || value === undefined ? "—" : String(value) }), el("span", { text: label }))));
+}
+
+async function renderOverview() {
+  state.selected = null;
+  renderSessions();
+  const out = el("div", { id: "overview" }, el("p", { class: "muted", text: "loading…" }));
+  view().replaceChildren(el("h1", { text: "Overview" }), out);
+  let data;
+  try {
+    data = await api("GET", "/v1/overview");
+  } catch (error) {
+    showError(out, error);
+    return;
+  }
+  out.replaceChildren(figureTiles(data.figures, data.backlog_cap), el("div", { class: "ctx-grid" },
+    dayChart("chart-messages", "Messages per day", data.messages_per_day,
+      [{ key: "user", label: "user", color: "#2f6fdf" }, { key: "assistant", label: "assistant", color: "#1f9d6a" },
+        { key: "other", label: "system/tool", color: "#c7812b" }]),
+    dayChart("chart-sessions", "Sessions started per day", data.sessions_per_day, [{ key: "sessions", label: "sessions", color: "#8a5cd1" }])));
+}
+
+// The log as one strip: which messages summary blocks cover, the raw tail, and the checkpoint.
+function logStrip(t) {
+  const n = Math.max(1, t.messages);
+  const pct = (x) => `${(100 * x / n).toFixed(3)}%`;
+  const segs = t.summary.blocks.map((b) => el("div", {
+    class: "seg summary", "data-block": b.index,
+    title: `summary block ${b.index + 1}: messages #${b.first_message_id}–#${b.last_message_id}, `
+      + `turns ${b.first_turn + 1}–${b.first_turn + b.turns}, ${b.source_tokens} → ${b.tokens} tokens`
+      + (b.topics.length ? `\ntopics: ${b.topics.join(", ")}` : ""),
+    style: `left:${pct(b.first_position)};width:${pct(b.last_position - b.first_position + 1)}`,
+  }));
+  const raw = t.messages - t.summary.summarized_messages;
+  if (raw > 0) segs.push(el("div", { class: "seg raw", title: `${raw} messages not summarized yet (kept word for word)`,
+    style: `left:${pct(t.summary.summarized_messages)};width:${pct(raw)}` }));
+  const cp = t.checkpoint;
+  if (cp.position !== undefined && cp.position >= 0) segs.push(el("div", { class: "checkpoint",
+    title: `checkpoint (${cp.state}) after message #${cp.last_message_id}, written ${when(cp.written_at)}`,
+    style: `left:${pct(cp.position + 1)}` }));
+  const cpText = cp.written_at ? `checkpoint ${cp.state}: after message #${cp.last_message_id}, ${ago(cp.written_at)} (${cp.reason})`
+    : `checkpoint ${cp.state}`;
+  return el("div", { id: "log-strip", class: "card" }, el("h3", { text: "What the summaries cover" }),
+    el("div", { class: "strip" }, segs),
+    el("div", { class: "legend" },
+      el("span", {}, el("span", { class: "sw summary" }), `${t.summary.blocks.length} summary block(s), `
+        + `${t.summary.summarized_messages} of ${t.messages} messages, ${t.summary.tokens_saved} tokens saved`),
+      el("span", {}, el("span", { class: "sw raw" }), `${raw} raw`),
+      el("span", { class: "cp-text" }, el("span", { class: "sw checkpoint" }), cpText)),
+    t.summary.blocks.length ? el("ol", { class: "blocks" }, t.summary.blocks.map((b) => el("li", { "data-block": b.index },
+      el("a", { href: `#/session/${enc(t.session_id)}/transcript/${b.first_message_id}`,
+        text: `turns ${b.first_turn + 1}–${b.first_turn + b.turns}` }),
+      ` · messages #${b.first_message_id}–#${b.last_message_id}`, b.topics.length ? ` · ${b.topics.join(", ")}` : ""))) : null);
+}
+
+async function renderTimeline(body, session) {
+  body.replaceChildren(el("p", { class: "muted", text: "loading…" }));
+  let t;
+  try {
+    t = await api("GET", `/v1/sessions/${enc(session.id)}/timeline`);
+  } catch (error) {
+    showError(body, error);
+    return;
+  }
+  body.replaceChildren(el("div", { id: "timeline" },
+    dayChart("chart-session-days", "Messages per day", t.days,
+      [{ key: "user", label: "user", color: "#2f6fdf" }, { key: "assistant", label: "assistant", color: "#1f9d6a" },
+        { key: "other", label: "system/tool", color: "#c7812b" }]),
+    logStrip(t)));
 }
 
 // ------------------------------------------------------------------ context packet
@@ -553,7 +814,7 @@ function hitNode({ hit, also }, top, index) {
   const parts = Object.entries(hit.scores || {});
   const partTop = Math.max(1e-9, ...parts.map(([, v]) => Math.abs(v)));
   const title = hit.session_title || m.session_id;
-  return el("div", { class: "hit", "data-message": m.id, tabindex: "0", "data-index": index,
+  return el("div", { class: "hit", "data-message": m.id, "data-session": m.session_id, tabindex: "0", "data-index": index,
     onkeydown: (event) => { if (event.key === "Enter") location.hash = `#/session/${enc(m.session_id)}/transcript/${m.id}`; } },
   el("div", { class: "hit-head" },
     el("a", { href: `#/session/${enc(m.session_id)}/transcript/${m.id}`, text: title }),
@@ -636,10 +897,167 @@ async function renderPeople(user) {
     el("h3", { text: `What memlane believes about ${user} now` }), notesBox);
   try {
     const notes = (await api("GET", `/v1/notes?user_id=${enc(user)}&limit=200`)).notes;
-    notesBox.replaceChildren(...(notes.length ? notes.map(noteCard)
-      : [el("p", { class: "muted", text: "No long-term notes about this person yet." })]));
+    notesBox.replaceChildren(notesWithFacets(notes, "No long-term notes about this person yet."));
   } catch (error) {
     showError(notesBox, error);
+  }
+}
+
+// ------------------------------------------------------------------ live updates (SSE from /v1/events)
+// fetch() rather than EventSource: EventSource cannot send the Authorization header.
+
+const live = { controller: null, lastId: null, retry: 1000, timers: {}, connects: 0, settled: null };
+
+// Resolves once the stream is open (or cannot be): the page loads its data after that, so
+// a change made while it loads arrives as an event instead of being missed.
+function liveSettled() {
+  return Promise.race([new Promise((resolve) => { live.settled = resolve; }), new Promise((r) => setTimeout(r, 3000))]);
+}
+
+function setLive(status, text) {
+  const node = document.getElementById("live");
+  node.dataset.state = status;
+  node.textContent = text;
+  if (status !== "connecting" && live.settled) { live.settled(); live.settled = null; }
+}
+
+function later(name, fn, ms) {
+  clearTimeout(live.timers[name]);
+  live.timers[name] = setTimeout(fn, ms === undefined ? 250 : ms);
+}
+
+async function startLive() {
+  if (live.controller) live.controller.abort();
+  const controller = new AbortController();
+  live.controller = controller;
+  while (!controller.signal.aborted) {
+    try {
+      const headers = { Accept: "text/event-stream" };
+      const key = localStorage.getItem("memlane.key");
+      if (key) headers.Authorization = `Bearer ${key}`;
+      if (live.lastId !== null) headers["Last-Event-ID"] = String(live.lastId);
+      setLive("connecting", "connecting…");
+      const response = await fetch("/v1/events", { headers, signal: controller.signal });
+      if (response.status === 401 || response.status === 422) {
+        setLive("off", response.status === 401 ? "not live: API key needed" : "not live: this store keeps no events");
+        return;
+      }
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      setLive("on", "live");
+      live.retry = 1000;
+      // Reconnected without a resume point: what changed meanwhile is read again in full.
+      if (live.connects++ > 0 && live.lastId === null) later("sessions", refreshView);
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value.replace(/\r\n?/g, "\n");
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          handleFrame(buffer.slice(0, cut));
+          buffer = buffer.slice(cut + 2);
+        }
+      }
+    } catch (_) {
+      if (controller.signal.aborted) return;
+    }
+    setLive("retry", "reconnecting…");
+    await new Promise((resolve) => setTimeout(resolve, live.retry));
+    live.retry = Math.min(live.retry * 2, 15000);
+  }
+}
+
+function handleFrame(frame) {
+  let id = null;
+  let data = "";
+  for (const line of frame.split("\n")) {
+    if (line.startsWith("id:")) id = line.slice(3).trim();
+    else if (line.startsWith("data:")) data += line.slice(5).trim();
+  }
+  if (!data) return;  // a comment or keep-alive
+  if (id !== null) live.lastId = Number(id);
+  try {
+    onEvent(JSON.parse(data));
+  } catch (error) {
+    console.warn("memlane: unreadable change event", error);
+  }
+}
+
+async function refreshView() {
+  await loadSessions();
+  await route();
+}
+
+// An editor with unsaved text is never redrawn under the person typing.
+const editing = () => [...document.querySelectorAll(".note-editor")].some((n) => n.firstChild);
+
+// The open session's header (message count, status, activity) as the server has it now.
+async function refreshMeta(sessionId) {
+  let session;
+  try { session = await api("GET", `/v1/sessions/${enc(sessionId)}`); } catch (_) { return; }
+  const meta = document.querySelector(".session-view .s-meta");
+  if (meta && state.selected === sessionId) meta.textContent = sessionMeta(session);
+}
+
+function onEvent(e) {
+  document.body.dataset.lastEvent = String(e.id);
+  const open = state.selected === e.session_id;
+  if (open && (e.kind.startsWith("message.") || e.kind === "session.updated")) later("meta", () => refreshMeta(e.session_id));
+  if (e.kind === "message.appended") {
+    later("sessions", loadSessions);
+    if (open && state.tab === "transcript") appendLive(e.subject_id);
+  } else if (e.kind === "message.forgotten") {
+    removeMessage(e.subject_id);
+    later("sessions", loadSessions);
+  } else if (e.kind === "session.forgotten") {
+    sessionGone(e.session_id);
+  } else if (e.kind.startsWith("session.")) {
+    later("sessions", loadSessions);
+  } else if (e.kind.startsWith("note.")) {
+    const showsNotes = document.getElementById("notes") || document.getElementById("overview");
+    if (showsNotes && !editing()) later("notes", route, 400);
+  }
+}
+
+async function appendLive(messageId) {
+  if (document.getElementById(`msg-${messageId}`)) return;
+  let m;
+  try {
+    m = await api("GET", `/v1/messages/${messageId}`);
+  } catch (_) {
+    return;  // forgotten already, or not ours
+  }
+  const transcript = document.getElementById("transcript");
+  if (!transcript || state.selected !== m.session_id || document.getElementById(`msg-${m.id}`)) return;
+  const placeholder = transcript.querySelector(":scope > p.muted");
+  if (placeholder) placeholder.remove();
+  const last = [...transcript.querySelectorAll(".msg")].pop();
+  const lastTurn = last ? last.dataset.turn || "" : null;
+  if (last === undefined || (m.turn_id ? m.turn_id !== lastTurn : m.role === "user")) {
+    const n = transcript.querySelectorAll(".turn-sep").length + 1;
+    transcript.append(el("div", { class: "turn-sep", "data-turn": m.turn_id || "" }, `turn ${n}`));
+  }
+  const node = messageNode(m, true);
+  node.classList.add("live-new");
+  transcript.append(node);
+  node.scrollIntoView({ block: "nearest" });
+}
+
+function removeMessage(messageId) {
+  for (const node of document.querySelectorAll(`#msg-${messageId}, #search-results .hit[data-message='${messageId}']`)) node.remove();
+}
+
+function sessionGone(sessionId) {
+  state.sessions = state.sessions.filter((x) => x.id !== sessionId);
+  renderSessions();
+  for (const node of document.querySelectorAll(`#search-results .hit[data-session='${CSS.escape(sessionId)}']`)) node.remove();
+  if (state.selected === sessionId) {
+    state.selected = null;
+    view().replaceChildren(el("div", { id: "gone", class: "notice",
+      text: "This session was just forgotten (here or by another client): it is gone from memory." }));
+  } else if (document.getElementById("notes") && !editing()) {
+    later("notes", route, 400);
   }
 }
 
@@ -652,12 +1070,16 @@ async function route() {
     await runSearch(decodeURIComponent(raw.slice("/search/".length)));
     return;
   }
+  if (raw === "/overview") {
+    await renderOverview();
+    return;
+  }
   const person = raw.match(/^\/people\/?(.*)$/);
   if (person) {
     await renderPeople(person[1] ? decodeURIComponent(person[1]) : null);
     return;
   }
-  const match = raw.match(/^\/session\/([^/]+)\/?(transcript|context|memory|audit)?\/?(\d+)?$/);
+  const match = raw.match(/^\/session\/([^/]+)\/?(transcript|context|memory|audit|timeline)?\/?(\d+)?$/);
   if (match) {
     state.highlight = match[3] ? Number(match[3]) : null;
     await openSession(decodeURIComponent(match[1]), match[2] || "transcript");
@@ -686,14 +1108,27 @@ async function main() {
     const key = document.getElementById("key-input").value.trim();
     if (key) localStorage.setItem("memlane.key", key);
     document.getElementById("key-dialog").hidden = true;
-    if (await loadWho()) { await loadSessions(); await route(); }
+    if (await loadWho()) {
+      live.lastId = null;
+      const ready = liveSettled();
+      startLive();
+      await ready;
+      await loadSessions();
+      await route();
+    }
   });
   document.getElementById("key-clear").addEventListener("click", () => {
     localStorage.removeItem("memlane.key");
     document.getElementById("key-input").value = "";
   });
+  for (const id of ["user-filter", "agent-filter", "active-filter"]) {
+    document.getElementById(id).addEventListener("change", renderSessions);
+  }
   window.addEventListener("hashchange", route);
   if (await loadWho()) {
+    const ready = liveSettled();
+    startLive();  // first, so nothing that changes while the page loads is missed
+    await ready;
     await loadSessions();
     await route();
   }

@@ -1,0 +1,43 @@
+"""REST routes the web inspector's pictures and note editing use, under /v1.
+
+Thin calls into :class:`TenantView` (tenancy, audit) and :mod:`memlane.server.inspector`
+(what the charts show); every one honours the caller's tenant like the rest of the API.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+
+from memlane.server import schemas as s
+from memlane.server.inspector import overview, session_timeline
+from memlane.server.routes import _ERRORS, SessionId, View, _jsonable
+
+router = APIRouter(prefix="/v1")
+
+NoteId = Annotated[int, Path(ge=1, le=2**62)]
+
+
+@router.patch("/notes/{note_id}", tags=["notes"],
+              responses={404: {"description": "Unknown note (or one of another tenant)"},
+                         409: {"description": "The note was already superseded: correct the current version"},
+                         422: _ERRORS[422]})
+def correct_note(note_id: NoteId, body: s.NoteCorrectionIn, v: View) -> Any:
+    """Correct a current note: a new version supersedes it (audited; the history says why)."""
+    return _jsonable(v.correct_note(note_id, body.text, value=body.value, reason=body.reason))
+
+
+@router.get("/sessions/{session_id}/timeline", response_model=s.TimelineOut, tags=["inspector"],
+            responses=_ERRORS)
+def timeline(session_id: SessionId, v: View) -> dict[str, Any]:
+    """A session over time: messages per UTC day, which messages each summary block covers,
+    and its checkpoint (for the inspector's timeline)."""
+    return session_timeline(v, v.session(session_id))
+
+
+@router.get("/overview", response_model=s.OverviewOut, tags=["inspector"])
+def memory_overview(v: View) -> dict[str, Any]:
+    """The caller's memory in figures (sessions, messages, notes; for the admin also the
+    embedding backlog and database size) and per-day series."""
+    return overview(v)
