@@ -906,7 +906,8 @@ async function renderPeople(user) {
 // ------------------------------------------------------------------ live updates (SSE from /v1/events)
 // fetch() rather than EventSource: EventSource cannot send the Authorization header.
 
-const live = { controller: null, lastId: null, retry: 1000, timers: {}, connects: 0, settled: null };
+const live = { controller: null, lastId: null, retry: 1000, timers: {}, connects: 0, settled: null,
+  appends: Promise.resolve() };
 
 // Resolves once the stream is open (or cannot be): the page loads its data after that, so
 // a change made while it loads arrives as an event instead of being missed.
@@ -1006,7 +1007,8 @@ function onEvent(e) {
   if (open && (e.kind.startsWith("message.") || e.kind === "session.updated")) later("meta", () => refreshMeta(e.session_id));
   if (e.kind === "message.appended") {
     later("sessions", loadSessions);
-    if (open && state.tab === "transcript") appendLive(e.subject_id);
+    // one at a time, in event order: the transcript keeps the log's order
+    if (open && state.tab === "transcript") live.appends = live.appends.then(() => appendLive(e.subject_id)).catch(() => {});
   } else if (e.kind === "message.forgotten") {
     removeMessage(e.subject_id);
     later("sessions", loadSessions);
