@@ -1,28 +1,243 @@
-"""Where Memory's optional parts are attached, in order.
+"""How Memory's optional parts are made and wired (the facade's one place for it).
 
-Each part's ``attach(mem)`` wires itself in: observers on append, closers, and its typed
-attribute of ``mem.parts`` (see parts.py). The imports are inside the function so
-``import memlane`` stays cheap and ``memory.py`` does not import every feature package.
+Each part (search, state, session rules, summaries + checkpoints, notes + rooms) is made
+the first time it is used — read through ``mem.parts``, or when background work starts —
+not when the Memory opens: a process that writes and reads windows never imports the
+search engine, the state tracker or the notes (``memlane bench cold``). What a write must
+do at once stays here as small observers that make a part only when it has work:
+
+* a write to a paused session wakes it, and a user's new session applies their cap
+  (the session manager);
+* a write to a resumed or cleanly shut down session makes it active again;
+* a room that speaks again leaves the archive;
+* ``checkpoint_per_turn: sync`` writes a turn's checkpoint before store_interaction returns.
+
+A database whose vectors another embedder made is refused at open (EmbedderMismatchError),
+as before: that check reads one row and needs no part.
+
+Parts are made in the order they are provided; making one makes those before it first, so
+hooks are registered in the same order whatever is used first. The features get the
+narrow things they use (store, settings, counter, sealer), never the Memory.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+import logging
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from memlane.errors import MemlaneError
+from memlane.models import Message, Session
 
 if TYPE_CHECKING:
     from memlane.memory import Memory
+    from memlane.ports import Embedder, VectorIndex
+
+log = logging.getLogger(__name__)
+
+__all__ = ["attach_all"]
+
+#: Session statuses a message turns back into "active" (see state/checkpoint.py).
+_RESUMABLE = frozenset({"resuming", "shutdown_clean"})
+#: Session statuses that count as active (state/sessions.OPEN_STATUSES).
+_OPEN = frozenset({"active", "resuming", "awaiting_clarification"})
 
 
 def attach_all(mem: Memory) -> None:
-    # Order matters: later parts use what earlier ones set.
-    from memlane.rooms.component import attach as attach_rooms
-    from memlane.search.recall import attach as attach_recall
-    from memlane.state.checkpoint import attach as attach_summaries
-    from memlane.state.sessions import attach as attach_sessions
-    from memlane.state.tracker import attach as attach_state
+    parts = mem.parts
+    embedder, index = _vectors(mem)
+    parts.provide(("recall", "search", "indexer"), lambda: _make_recall(mem, embedder, index))
+    parts.provide(("state",), lambda: _make_state(mem))
+    parts.provide(("sessions",), lambda: _make_sessions(mem))
+    parts.provide(("summaries", "checkpoints"), lambda: _make_summaries(mem))
+    parts.provide(("notes", "render_transcript", "label_messages"), lambda: _make_rooms(mem))
+    _wire_writes(mem)
 
-    attach_recall(mem)
-    attach_state(mem)  # before anything that reads session state per turn
-    attach_sessions(mem)  # expiry, per-user cap, topic changes (reads the state)
-    attach_summaries(mem)  # rolling summaries + checkpoints, on a background thread
-    attach_rooms(mem)  # notes, memory commands, archive, lifecycle (after the flush hooks)
+
+# ---------------------------------------------------------------- at open
+
+
+def _vectors(mem: Memory) -> tuple[Embedder | None, VectorIndex | None]:
+    """The embedder and vector index the settings ask for, checked against the database
+    (EmbedderMismatchError when another model made its vectors). Loads no model."""
+    from memlane.search.recall import embedder_from_settings, keep_older_minilm, model_info, vector_index_for
+    from memlane.search.vectors import check_model
+
+    embedder = embedder_from_settings(mem.settings.embedder)
+    index = vector_index_for(mem.store) if embedder is not None else None
+    if embedder is not None and index is None:
+        log.warning("store %s keeps no vectors; search is keyword-only", mem.store.url)
+        embedder = None
+    if embedder is not None and index is not None:
+        embedder = keep_older_minilm(embedder, index, mem.settings.embedder)
+        check_model(index, model_info(embedder))  # raises EmbedderMismatchError
+    return embedder, index
+
+
+def _wire_writes(mem: Memory) -> None:
+    parts, store = mem.parts, mem.store
+
+    def wake_and_cap(session: Session, stored: list[Message]) -> None:
+        # What SessionManager.on_append acts on; other writes need no session manager.
+        new_for_user = session.message_count == 0 and session.user_id is not None and session.status in _OPEN
+        if session.status == "paused" or new_for_user:
+            manager = parts.sessions
+            if manager is not None:
+                manager.on_append(session, stored)
+
+    def reactivate(session: Session, stored: list[Message]) -> None:
+        """A message to a resumed or cleanly shut down session makes it active again."""
+        if stored and session.status in _RESUMABLE:
+            with contextlib.suppress(MemlaneError):
+                store.update_session(session.id, status="active")
+
+    def unarchive(session: Session, stored: list[Message]) -> None:
+        if session.status == "archived" and any(m.id is not None for m in stored):
+            notes = store.note_repository()
+            if notes is not None:
+                notes.unarchive_session(session.id)  # a room that speaks again is active again
+
+    def note_authors(_session: Session, stored: list[Message]) -> None:
+        if parts.built("recall"):  # an engine made later reads the names from the store
+            engine = parts.recall
+            if engine is not None:
+                engine.note_authors(stored)
+
+    mem.add_observer(note_authors)
+    mem.add_observer(wake_and_cap)
+    mem.add_observer(reactivate)
+    mem.add_observer(unarchive)
+    if mem.settings.checkpoint_per_turn == "sync":
+
+        def checkpoint_turn(session_id: str) -> None:
+            checkpoints = parts.checkpoints
+            if checkpoints is not None:
+                checkpoints.turn_stored(session_id)
+
+        parts.turn_hooks.append(checkpoint_turn)
+    minutes = mem.settings.maintain_every_minutes
+    if minutes and store.note_repository() is not None:
+        from memlane.rooms.lifecycle import MaintenanceTimer
+
+        timer = MaintenanceTimer(mem, minutes)
+        mem.add_closer(timer.close)
+
+
+# ---------------------------------------------------------------- parts, on first use
+
+
+def _make_recall(mem: Memory, embedder: Embedder | None, index: VectorIndex | None) -> None:
+    from memlane.search.engine import RecallEngine
+    from memlane.search.indexer import Indexer
+
+    parts = mem.parts
+    if embedder is not None and index is not None:
+        indexer = Indexer(mem.store, index, embedder)
+        # The worker starts with the rest of the background work (a search, a context read,
+        # flush, a server), so a process that only writes never loads the model.
+        mem.add_observer(indexer.observe, derived=True, on_start=indexer.start)
+        # At exit without close(): no more embedding; the next start's backlog scan resumes it.
+        mem.add_closer(indexer.close, at_exit=indexer.stop)
+        parts.forget_hooks.append(indexer.forget)
+        parts.indexer = indexer
+        parts.flush_hooks.append(indexer.flush)
+    engine = RecallEngine(mem.store, embedder=embedder, index=index)
+    mem.add_closer(engine.close)
+    parts.recall = engine
+    parts.search = engine.search
+
+
+def _make_state(mem: Memory) -> None:
+    from memlane.state.tracker import StateTracker
+
+    tracker = StateTracker(mem)
+    mem.parts.state = tracker
+    # State tracking costs a few ms per turn: never on the caller's thread.
+    mem.add_observer(tracker.on_append, background=True)
+    mem.parts.forget_hooks.append(tracker.on_forget)
+
+
+def _make_sessions(mem: Memory) -> None:
+    """``mem.sessions``: expiry, the per-user cap and topic changes, with the settings' limits."""
+    from memlane.state.sessions import SessionManager
+
+    mem.parts.sessions = SessionManager(mem)
+    mem._configure_sessions()
+
+
+def _make_summaries(mem: Memory) -> None:
+    """Rolling summaries (context/summaries.py), and checkpoints written after each
+    summary update (state/checkpoint.py: checkpoints are built from context packets)."""
+    from memlane.context.summaries import SummaryManager
+    from memlane.state.checkpoint import CheckpointManager
+
+    parts = mem.parts
+    manager = SummaryManager(mem)
+    checkpoints = CheckpointManager(mem, manager)
+    manager.after_update.append(checkpoints.after_turn)
+    parts.summaries = manager
+    parts.checkpoints = checkpoints
+    mem.add_observer(manager.observe, on_close=manager.close, derived=True)
+    parts.forget_hooks.append(manager.forget)
+    parts.forget_hooks.append(checkpoints.forget)
+    parts.flush_hooks.append(manager.flush)
+
+
+def _make_rooms(mem: Memory) -> None:
+    """Notes, memory commands and speaker rendering bound to the current Anchor."""
+    from memlane.rooms.anchor import anchor_id, label_messages, render_transcript
+
+    parts = mem.parts
+
+    def current_anchor() -> str:
+        return anchor_id(mem.settings)
+
+    def render(messages: Sequence[Message], **options: Any) -> str:
+        options.setdefault("anchor_name", mem.settings.anchor_name)
+        return render_transcript(messages, current_anchor(), **options)
+
+    def label(messages: Sequence[Message]) -> list[Message]:
+        return label_messages(messages, current_anchor(), anchor_name=mem.settings.anchor_name)
+
+    parts.render_transcript = render
+    parts.label_messages = label
+
+    notes = mem.store.note_repository()
+    if notes is None:
+        log.info("store %s keeps no notes yet; notes and memory commands are off", mem.store.url)
+        return
+    from memlane.notes.gate import PromotionGate
+    from memlane.notes.promoter import Promoter
+    from memlane.notes.service import NotesService
+    from memlane.rooms.commands import is_command
+    from memlane.rooms.component import extractor_for, summary_tokens_saved
+
+    store = mem.store
+
+    def person_lock(tenant_id: str, user_id: str | None) -> AbstractContextManager[None]:
+        # Not a real session id: a key of its own for "this person's notes", so the lock
+        # spans every session (and process) that writes notes about them.
+        return store.session_lock(f"\x1fperson\x1f{tenant_id}\x1f{user_id or ''}", "notes")
+
+    gate = PromotionGate(notes, min_importance=mem.settings.notes_min_importance, person_lock=person_lock)
+    promoter = Promoter(store, lambda: mem.settings, notes, gate, extractor_for(mem.settings),
+                        anchor=current_anchor, is_command=is_command)
+    service = NotesService(mem, notes, gate, promoter)
+    parts.notes = service
+    parts.forget_hooks.append(service.on_forget)
+
+    def promote(session: Session, stored: list[Message]) -> None:
+        if mem.settings.notes_enabled:
+            promoter.observe(session, stored)
+
+    mem.add_observer(promote, on_close=promoter.close, derived=True)
+    parts.flush_hooks.append(promoter.flush)
+
+    def stats() -> dict[str, Any]:
+        out = service.stats()
+        out["tokens_saved_by_summaries"] = summary_tokens_saved(store)
+        return out
+
+    parts.stats_hooks.append(stats)

@@ -189,8 +189,7 @@ class Memory:
             _ = self.bus  # an instance that only writes still announces its commits on Redis
         from memlane.components import attach_all
 
-        attach_all(self)
-        self._configure_sessions()
+        attach_all(self)  # the parts are made on first use (see components.py)
         self._auto_prune()
 
     def _auto_prune(self) -> None:
@@ -292,6 +291,8 @@ class Memory:
             self._observers.append(observer)
         if on_start is not None:
             self._on_start.append(on_start)
+            if self._background_started:  # a part made after background work started
+                on_start()
         if on_close is not None:
             self._closers.append((on_close, None))
 
@@ -316,6 +317,7 @@ class Memory:
         """
         if self._background_started or not self.enabled:
             return
+        self.parts.build_all()  # their observers must be registered before the replay
         with self._pending_lock:
             if self._background_started:
                 return
@@ -648,6 +650,9 @@ class Memory:
                 log.exception("memlane observer %r failed", observer)
 
     def _notify_forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
+        # Parts keep derived copies outside the rows being deleted (state, checkpoint files,
+        # notes): each must drop its own, made or not yet made in this process.
+        self.parts.build_all()
         for hook in self.parts.forget_hooks:
             try:
                 hook(session_id, message_ids)
@@ -1248,6 +1253,7 @@ class Memory:
     def stats(self) -> dict[str, Any]:
         out = self.store.stats()
         out["pending_writes"] = self.pending_writes
+        self.parts.build_all()
         for hook in self.parts.stats_hooks:
             out.update(hook())
         return out

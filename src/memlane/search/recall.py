@@ -1,13 +1,13 @@
-"""Wires recall into Memory: the vector index, the background indexer and hybrid search.
+"""Which embedder and vector index recall uses, and recalled context for a prompt.
 
-``attach(mem)`` (called by ``memlane.components``) reads ``mem.settings.embedder``:
+``memlane.components`` makes the search part from ``mem.settings.embedder``:
 
 * ``"minilm"`` (default), ``"hashing"``, ``"st:..."``, ``"openai:..."``, ``"ollama:..."``:
   vectors are kept for user/assistant/system messages and search is hybrid;
 * ``"none"`` / ``"off"`` / ``""``: no vectors; search is keyword-only (BM25) with the same
   conversation signals.
 
-It sets ``mem.parts.recall`` (the :class:`RecallEngine`: Memory.search calls it; modes and
+That sets ``mem.parts.recall`` (the :class:`RecallEngine`: Memory.search calls it; modes and
 tuning), ``mem.parts.indexer`` and its flush and forget hooks. Each store provides its
 vector index through ``store.vector_index()`` (SQLite: a table in the same file;
 PostgreSQL: pgvector).
@@ -24,10 +24,8 @@ from memlane.errors import InvalidInputError
 from memlane.models import Message, SearchHit
 from memlane.search.documents import RECIPE
 from memlane.search.embedders import MINILM_F32_MODEL_ID, Embedder, MiniLMEmbedder, get_embedder
-from memlane.search.engine import RecallEngine
-from memlane.search.indexer import Indexer
 from memlane.search.relevance import DEFAULT_FLOOR
-from memlane.search.vectors import ModelInfo, VectorIndex, check_model
+from memlane.search.vectors import ModelInfo, VectorIndex
 from memlane.store import Store
 
 if TYPE_CHECKING:
@@ -37,7 +35,10 @@ log = logging.getLogger(__name__)
 
 _DISABLED = frozenset({"", "none", "off", "false", "no", "disabled"})
 
-__all__ = ["attach", "embedder_from_settings", "relevant_context", "vector_index_for"]
+__all__ = [
+    "configured_model", "embedder_from_settings", "keep_older_minilm", "model_info", "relevant_context",
+    "vector_index_for",
+]
 
 
 def embedder_from_settings(spec: str | None) -> Embedder | None:
@@ -57,7 +58,7 @@ def model_info(embedder: Embedder) -> ModelInfo:
     return ModelInfo(embedder.model_id, embedder.dimension, RECIPE)
 
 
-def _keep_older_minilm(embedder: Embedder, index: VectorIndex, spec: str | None) -> Embedder:
+def keep_older_minilm(embedder: Embedder, index: VectorIndex, spec: str | None) -> Embedder:
     """The float32-activation MiniLM for a database it embedded, when the spec is plain "minilm".
 
     The default MiniLM became the int8-activation variant (another model_id). A database
@@ -80,35 +81,7 @@ def _keep_older_minilm(embedder: Embedder, index: VectorIndex, spec: str | None)
 def configured_model(spec: str | None, index: VectorIndex) -> ModelInfo | None:
     """Which model the embedder setting ``spec`` would use on ``index`` (None: vectors off)."""
     embedder = embedder_from_settings(spec)
-    return None if embedder is None else model_info(_keep_older_minilm(embedder, index, spec))
-
-
-def attach(mem: Memory) -> None:
-    embedder = embedder_from_settings(mem.settings.embedder)
-    index = vector_index_for(mem.store) if embedder is not None else None
-    if embedder is not None and index is None:
-        log.warning("store %s keeps no vectors; search is keyword-only", mem.store.url)
-        embedder = None
-    if embedder is not None and index is not None:
-        embedder = _keep_older_minilm(embedder, index, mem.settings.embedder)
-    indexer: Indexer | None = None
-    if embedder is not None and index is not None:
-        check_model(index, model_info(embedder))  # raises EmbedderMismatchError
-        indexer = Indexer(mem.store, index, embedder)
-        # The worker starts with the rest of the background work (a search, a context read,
-        # flush, a server), so a process that only writes never loads the model.
-        mem.add_observer(indexer.observe, derived=True, on_start=indexer.start)
-        # At exit without close(): no more embedding; the next start's backlog scan resumes it.
-        mem.add_closer(indexer.close, at_exit=indexer.stop)
-        mem.parts.forget_hooks.append(indexer.forget)
-        mem.parts.indexer = indexer
-    engine = RecallEngine(mem.store, embedder=embedder, index=index)
-    mem.add_closer(engine.close)
-    mem.add_observer(lambda _session, msgs: engine.note_authors(msgs))
-    mem.parts.recall = engine
-    mem.parts.search = engine.search
-    if indexer is not None:
-        mem.parts.flush_hooks.append(indexer.flush)
+    return None if embedder is None else model_info(keep_older_minilm(embedder, index, spec))
 
 
 # ---------------------------------------------------------------------------- RAG context

@@ -38,7 +38,7 @@ from memlane.context.strategies import tail_turns
 from memlane.context.summaries import SummaryManager, SummaryRecord
 from memlane.errors import MemlaneError
 from memlane.lru import LRUCache
-from memlane.models import JSON, Message, Session, utcnow
+from memlane.models import JSON, Message, utcnow
 
 if TYPE_CHECKING:
     from memlane.context.packet import ContextPacket
@@ -391,12 +391,6 @@ class CheckpointManager:
             # Never fails an acknowledged write: the log stays the source of truth.
             log.warning("cannot write checkpoint of session %s: %s", session_id, exc)
 
-    def observe_status(self, session: Session, stored: list[Message]) -> None:
-        """A message to a resumed or cleanly shut down session makes it active again."""
-        if stored and session.status in _RESUMABLE:
-            with contextlib.suppress(MemlaneError):
-                self.mem.store.update_session(session.id, status="active")
-
     def forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
         """Forget hook: a checkpoint holds message text, so it goes with the messages."""
         lock = self.summaries.lock(session_id) if self.summaries is not None else self._lock
@@ -546,21 +540,3 @@ def shutdown(mem: Memory, session_id: str | None = None, *, close: bool = False)
     if close:
         mem.close()
     return written
-
-
-def attach(mem: Memory) -> None:
-    """Component entry point: rolling summaries (context/summaries.py), and checkpoints
-    written after each summary update. Wired here, in the state layer, because checkpoints
-    are built from context packets: context never imports state."""
-    manager = SummaryManager(mem)
-    checkpoints = CheckpointManager(mem, manager)
-    manager.after_update.append(checkpoints.after_turn)
-    mem.parts.summaries = manager
-    mem.parts.checkpoints = checkpoints
-    if mem.settings.checkpoint_per_turn == "sync":
-        mem.parts.turn_hooks.append(checkpoints.turn_stored)
-    mem.add_observer(checkpoints.observe_status)
-    mem.add_observer(manager.observe, on_close=manager.close, derived=True)
-    mem.parts.forget_hooks.append(manager.forget)
-    mem.parts.forget_hooks.append(checkpoints.forget)
-    mem.parts.flush_hooks.append(manager.flush)

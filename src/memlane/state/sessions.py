@@ -237,10 +237,3 @@ def sessions_of(mem: Memory) -> SessionManager:
         manager = SessionManager(mem)
         mem.parts.sessions = manager
     return manager
-
-
-def attach(mem: Memory) -> None:
-    """Component hook: ``mem.sessions`` and the wake-up/cap observer."""
-    manager = SessionManager(mem)
-    mem.parts.sessions = manager
-    mem.add_observer(manager.on_append)

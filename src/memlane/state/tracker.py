@@ -47,7 +47,6 @@ __all__ = [
     "OpenLoop",
     "SessionState",
     "StateTracker",
-    "attach",
     "classify_response",
     "compute_topics",
     "extract_job_refs",
@@ -697,12 +696,3 @@ def save_state(mem: Memory, state: SessionState) -> None:
 def rebuild_state(mem: Memory, session_id: str) -> SessionState:
     """Recompute the state from the log alone, store it and return it."""
     return _tracker(mem).rebuild(session_id)
-
-
-def attach(mem: Memory) -> None:
-    """Component hook (components.py): track state on every append."""
-    tracker = StateTracker(mem)
-    mem.parts.state = tracker
-    # State tracking costs a few ms per turn: never on the caller's thread.
-    mem.add_observer(tracker.on_append, background=True)
-    mem.parts.forget_hooks.append(tracker.on_forget)
