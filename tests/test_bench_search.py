@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memlane.cli.main import main
+from memlane.errors import InvalidInputError
 
 TIMINGS = (
     "search_ms_p50", "search_ms_p95", "search_ms_p50_query_vector_cached", "query_embedding_ms_p50",
@@ -55,12 +56,32 @@ def test_bench_search_without_conversation_files_says_synthetic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("MEMLANE_LOCOMO_DIR", str(tmp_path))  # a directory without any
-    main(["bench", "search", "--messages", "1000", "--ingest", "10", "--queries", "10",
-          "--embedder", "hashing", "--json"])
+    main(["bench", "search", "--messages", "2500", "--ingest", "10", "--queries", "10",
+          "--embedder", "hashing", "--users", "5", "--no-peers", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert out["corpus_kind"] == "synthetic" and out["corpus"].startswith("synthetic chat")
     assert not {k for k in out if k.startswith("ingest_locomo")}
     assert out["ingest_msgs_per_s"] > 0 and out["search_ms_p50"] > 0
+    assert "sqlite_vec" not in out and "chromadb" not in out  # --no-peers
+    # a new process: its first search, then each user share, and its memory
+    fresh = out["fresh_process"]
+    assert fresh["first_search_ms"] > 0 and fresh["first_search_cold_total_ms"] >= fresh["first_search_ms"]
+    assert set(fresh["by_share"]) == {"1%", "10%", "100%"}
+    assert fresh["by_share"]["1%"]["filter"] == {"user_id": "user-001"}
+    assert all(0 < s["search_ms_p50"] <= s["search_ms_p95"] for s in fresh["by_share"].values())
+    memory = fresh["memory_after_searches"]
+    assert memory["rss_mb"] > 0 and memory["rss_peak_mb"] >= memory["rss_mb"]
+
+
+def test_bench_search_share_owners() -> None:
+    from memlane.bench_search import owner, share_filters
+
+    owners = [owner(s, 100) for s in range(1000)]
+    assert owners.count("user-001") == 10 and owners.count("user-010") == 100
+    assert len(set(owners)) == 100
+    assert share_filters(1) == {"100%": {"user_id": "bench-user"}}
+    with pytest.raises(InvalidInputError, match="at least 3"):
+        share_filters(2)
 
 
 def test_bench_search_prints_figures_for_people_without_json(

@@ -29,8 +29,11 @@ Ingest throughput is measured separately, on real embedding of ``--ingest`` mess
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -42,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from memlane.errors import InvalidInputError
 from memlane.memory import Memory
 from memlane.models import Message, MessageFilter
 from memlane.search.documents import document_text
@@ -178,8 +182,39 @@ def _corpus(queries: int) -> _Corpus:
     return _Corpus(turns, qs, "synthetic chat (no conversation files found; set MEMLANE_LOCOMO_DIR)")
 
 
+#: Messages per session of the search corpus.
+PER_SESSION = 25
+#: Every session of the search corpus belongs to this agent: filtering by it selects 100%.
+AGENT = "bench-agent"
+#: The users whose searches are timed when the corpus has several users, by share.
+SHARE_USERS = {"1%": "user-001", "10%": "user-010"}
+
+
+def owner(session: int, users: int) -> str:
+    """The user of the ``session``-th session: with one user, "bench-user"; with more,
+    "user-001" owns every 100th session (1%), "user-010" every 10th but those (10%), and the
+    other ``users - 2`` share the rest in turn. Owners interleave, as live users do."""
+    if users <= 1:
+        return "bench-user"
+    if session % 100 == 0:
+        return SHARE_USERS["1%"]
+    if session % 10 == 1:
+        return SHARE_USERS["10%"]
+    return f"user-{100 + session % max(1, users - 2):03d}"
+
+
+def share_filters(users: int) -> dict[str, dict[str, Any]]:
+    """The search keyword arguments that select 1%, 10% and 100% of the corpus."""
+    if users <= 1:
+        return {"100%": {"user_id": "bench-user"}}
+    if users < 3:
+        raise InvalidInputError("--users must be 1, or at least 3 (a 1% user, a 10% user and the others)")
+    return {**{share: {"user_id": user} for share, user in SHARE_USERS.items()}, "100%": {"agent_id": AGENT}}
+
+
 def _build_corpus(
-    path: Path, embedder: Embedder, messages: int, corpus: _Corpus, progress: Progress | None
+    path: Path, embedder: Embedder, messages: int, corpus: _Corpus, progress: Progress | None,
+    users: int = 1,
 ) -> tuple[np.ndarray[Any, np.dtype[np.float32]], list[int]]:
     nprng = np.random.default_rng(11)
     pool = corpus.turns
@@ -198,12 +233,12 @@ def _build_corpus(
     vectors = np.zeros((messages, embedder.dimension), dtype=np.float32)
     ids: list[int] = []
     start = datetime(2020, 1, 1, tzinfo=UTC)
-    per_session = 25
     with Memory(path, embedder="none", durability="normal") as mem:
-        for s in range(0, messages, per_session):
-            sid = mem.create_session(user_id="bench-user", title=f"chat {s // per_session}")
+        for s in range(0, messages, PER_SESSION):
+            sid = mem.create_session(user_id=owner(s // PER_SESSION, users), agent_id=AGENT,
+                                     title=f"chat {s // PER_SESSION}")
             batch = []
-            for j in range(min(per_session, messages - s)):
+            for j in range(min(PER_SESSION, messages - s)):
                 n = s + j
                 k = n % len(pool)
                 # a copy of a turn is the same vector plus a little noise, so copies do not tie
@@ -215,8 +250,8 @@ def _build_corpus(
                     "author_name": speaker, "created_at": start + timedelta(minutes=n),
                 })
             ids.extend(m.id for m in mem.add_messages(sid, batch) if m.id is not None)
-            if progress and (s // per_session) % 40 == 0:
-                progress("writing messages", min(s + per_session, messages), messages)
+            if progress and (s // PER_SESSION) % 40 == 0:
+                progress("writing messages", min(s + PER_SESSION, messages), messages)
     store = open_store(path, durability="normal")
     try:
         index = store.vector_index()
@@ -238,12 +273,15 @@ def run_search_bench(
     queries: int = 200,
     embedder_spec: str = "minilm",
     chroma: bool = True,
+    peers: bool = True,
+    users: int = 1,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     embedder = embedder_from_settings(embedder_spec)
     if embedder is None:
         raise ValueError("bench search needs an embedder")
-    result: dict[str, Any] = {"messages": messages, "embedder": embedder.model_id}
+    shares = share_filters(users)
+    result: dict[str, Any] = {"messages": messages, "users": users, "embedder": embedder.model_id}
     corpus = _corpus(queries)
     query_texts = corpus.queries
     with tempfile.TemporaryDirectory(prefix="memlane-bench-") as tmp:
@@ -262,15 +300,21 @@ def run_search_bench(
             result["ingest_locomo_turns_msgs_per_s"] = round(real.msgs_per_s, 1)
             result["ingest_locomo_turns_words_per_msg"] = round(real.words_per_msg, 1)
         db = work / "big.db"
-        vectors, ids = _build_corpus(db, embedder, messages, corpus, progress)
+        t = time.perf_counter()
+        vectors, ids = _build_corpus(db, embedder, messages, corpus, progress, users)
+        result["corpus_build_s"] = round(time.perf_counter() - t, 1)
         qvecs = embedder.embed(query_texts)
+        whole = shares["100%"]
         with Memory(db, embedder=embedder_spec, durability="normal") as mem:
             engine = mem.parts.recall
             assert engine is not None
             index = engine.index
             assert index is not None  # this bench always runs with an embedder
-            flt = MessageFilter(user_id="bench-user")
-            mem.search(query_texts[0], user_id="bench-user")  # load the matrix
+            flt = MessageFilter(**whole)
+            t = time.perf_counter()
+            # The first search after the bulk load builds (or loads) the vector index.
+            mem.search(query_texts[0], **whole)
+            result["first_search_after_load_s"] = round(time.perf_counter() - t, 2)
             if progress:
                 progress("searching", 0, queries)
             hybrid: list[float] = []
@@ -280,9 +324,9 @@ def run_search_bench(
             kw: list[float] = []
             for i, (q, v) in enumerate(zip(query_texts, qvecs, strict=True)):
                 # the real call: embeds the query, BM25, vectors, fusion, messages
-                hybrid.append(_time_once(mem.search, q, user_id="bench-user", top_k=10))
+                hybrid.append(_time_once(mem.search, q, top_k=10, **whole))
                 # the same again with the query's vector cached: the search work alone
-                warm.append(_time_once(mem.search, q, user_id="bench-user", top_k=10))
+                warm.append(_time_once(mem.search, q, top_k=10, **whole))
                 if progress and i % 20 == 0:
                     progress("searching", i + 1, len(query_texts))
                 vec.append(_time_once(index.search, v, 10, flt))
@@ -302,6 +346,11 @@ def run_search_bench(
             f"{embedder.model_id} vectors of the {len(corpus.turns)} distinct turns, each copy "
             "with a little noise"
         )
+        if progress:
+            progress("searching in a fresh process", 0, 1)
+        result["fresh_process"] = _fresh_process(db, embedder_spec, query_texts, shares, work)
+        if not peers:
+            return result
         result["sqlite_vec"] = _sqlite_vec(vectors, ids, qvecs, work, progress)
         v0 = result["sqlite_vec"]
         if "vector_search_ms_p50" in v0:
@@ -324,6 +373,23 @@ def run_search_bench(
                     c["vector_search_ms_p50_no_filter"] / max(result["vector_search_ms_p50_no_filter"], 1e-3), 2
                 )
     return result
+
+
+def _fresh_process(
+    db: Path, embedder_spec: str, queries: list[str], shares: dict[str, dict[str, Any]], work: Path
+) -> dict[str, Any]:
+    """First search, per-share latency and memory in a new Python process (see
+    :mod:`memlane.bench_search_process`)."""
+    spec = work / "fresh.json"
+    spec.write_text(json.dumps({"db": str(db), "embedder": embedder_spec, "queries": queries, "shares": shares}))
+    done = subprocess.run(
+        [sys.executable, "-m", "memlane.bench_search_process", str(spec)],
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the fresh search process failed: {done.stderr.strip()[-2000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def chroma_available() -> bool:

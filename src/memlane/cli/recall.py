@@ -120,16 +120,25 @@ def _category_rows(table: Any, figures: dict[str, Any], cols: list[str]) -> None
 
 
 def bench_search_cmd(
-    messages: int = typer.Option(100_000, "--messages", min=1000, help="Messages of the one user."),
+    messages: int = typer.Option(100_000, "--messages", min=1000, help="Messages in the database."),
+    users: int = typer.Option(
+        1, "--users", min=1,
+        help="Users owning the messages: 1 (one user owns all), or N >= 3: one user owns 1%, one "
+        "10%, the other N-2 share the rest; latency is reported for each share (100%: every session).",
+    ),
+    peers: bool = typer.Option(
+        True, "--peers/--no-peers", help="Also load the same vectors into sqlite-vec and ChromaDB."
+    ),
     ingest: int = typer.Option(1000, "--ingest", min=10, help="Messages for the ingest figure."),
     queries: int = typer.Option(200, "--queries", min=10, help="Queries to time."),
     embedder: str = typer.Option("minilm", "--embedder", help="Embedder spec."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Search p50 over one user's messages, ingest msgs/s, and ChromaDB on the same vectors."""
+    """Search p50/p95 per user share, first search in a fresh process and its memory, ingest
+    msgs/s, and sqlite-vec and ChromaDB on the same vectors."""
     from memlane.bench_search import chroma_available, run_search_bench
 
-    if not chroma_available():
+    if peers and not chroma_available():
         err_console.print(
             "chromadb is not installed, so the ChromaDB comparison is skipped; "
             "install it with: pip install 'memlane[bench]'",
@@ -138,7 +147,7 @@ def bench_search_cmd(
     with progress_bar() as progress:
         result = run_search_bench(
             messages=messages, ingest=ingest, queries=queries, embedder_spec=embedder,
-            progress=progress,
+            users=users, peers=peers, progress=progress,
         )
     if as_json:
         print(json.dumps(result, indent=2))

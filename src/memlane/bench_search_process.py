@@ -1,0 +1,90 @@
+"""The fresh-process half of ``memlane bench search``: run as its own Python process.
+
+``python -m memlane.bench_search_process SPEC.json`` opens the benchmark's database the way a
+CLI call, a worker or a restarted server does (nothing loaded yet), times its first
+search, then times hybrid searches filtered to each user share and prints one JSON object
+with the figures and the process's memory (``/proc/self/status``): RSS after the
+searches (steady) and its peak, each split into private memory (``RssAnon``) and pages of
+mapped files (``RssFile``: the vector index files, shared with every other process through
+the OS page cache). The benchmark's own process holds every vector for the peers
+(ChromaDB, sqlite-vec), so its memory would say nothing about memlane's.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+def memory_mb() -> dict[str, float]:
+    """This process's memory from /proc/self/status, in MB (empty where there is no /proc)."""
+    wanted = {"VmRSS": "rss_mb", "VmHWM": "rss_peak_mb", "RssAnon": "rss_anon_mb", "RssFile": "rss_file_mb"}
+    out: dict[str, float] = {}
+    status = Path("/proc/self/status")
+    if not status.exists():
+        return out
+    for line in status.read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in wanted:
+            out[wanted[key]] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    from memlane.memory import Memory
+
+    queries: list[str] = spec["queries"]
+    shares: dict[str, dict[str, Any]] = spec["shares"]
+    first_filter = next(iter(shares.values()))
+    out: dict[str, Any] = {}
+    with Memory(spec["db"], embedder=spec["embedder"], durability="normal") as mem:
+        opened = time.perf_counter()
+        engine = mem.parts.recall
+        if engine is not None and engine.embedder is not None:
+            # The embedding model's own start (ONNX session, tokenizer), apart from the index's.
+            engine.embedder.embed_query("warm up")
+        model = time.perf_counter()
+        mem.search(queries[0], top_k=10, **first_filter)
+        first = time.perf_counter()
+        # The same search again: what the first one paid for opening the index is gone.
+        mem.search(queries[0], top_k=10, **first_filter)
+        again = time.perf_counter()
+        out["open_ms"] = round((opened - t0) * 1000, 1)
+        out["model_start_ms"] = round((model - opened) * 1000, 1)
+        out["first_search_ms"] = round((first - model) * 1000, 1)
+        out["second_search_ms"] = round((again - first) * 1000, 1)
+        out["first_search_cold_total_ms"] = round((first - t0) * 1000, 1)
+        by_share: dict[str, Any] = {}
+        for share, flt in shares.items():
+            times: list[float] = []
+            for q in queries:
+                t = time.perf_counter()
+                mem.search(q, top_k=10, **flt)
+                times.append((time.perf_counter() - t) * 1000)
+            by_share[share] = {
+                "filter": flt,
+                "search_ms_p50": round(statistics.median(times), 2),
+                "search_ms_p95": round(_pct(times, 0.95), 2),
+            }
+        out["by_share"] = by_share
+        out["memory_after_searches"] = memory_mb()
+    return out
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    print(json.dumps(run(spec)))
+
+
+if __name__ == "__main__":
+    main()
