@@ -24,39 +24,61 @@ def _clustered(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _exact(m: matrix.Matrix, q: np.ndarray, k: int) -> list[int]:
-    sims = m.data[: m.size] @ q
-    return [int(m.ids[i]) for i in np.argsort(-sims, kind="stable")[:k]]
+def _segment(data: np.ndarray) -> matrix.Segment:
+    n = len(data)
+    return matrix.Segment.of(np.arange(1, n + 1, dtype=np.int64), np.arange(1, n + 1, dtype=np.int64),
+                             np.zeros(n, dtype=np.int32), data)
 
 
 def test_large_matrix_top_k_is_exact() -> None:
     rng = np.random.default_rng(3)
     n, dim = QUANTIZED_ABOVE + 5_000, 64
     data = _clustered(rng, n, dim)
-    m = matrix.Matrix(dim)
-    ids = list(range(1, n + 1))
-    for start in range(0, n, 7_000):  # grown in several appends, as the index is
-        m.put(ids[start : start + 7_000], data[start : start + 7_000])
+    seg = _segment(data)
     for _ in range(20):
         q = data[rng.integers(0, n)] + 0.1 * rng.standard_normal(dim).astype(np.float32)
         q /= np.linalg.norm(q)
-        got = m.best(q, 100)
-        assert [i for i, _ in got] == _exact(m, q, 100)
+        got = matrix.best([matrix.score(seg, q, None, None, quantized=True)], q, 100, quantized=True)
+        exact = [int(i) + 1 for i in np.argsort(-(data @ q), kind="stable")[:100]]
+        assert [i for i, _ in got] == exact
         # the similarities are the float32 ones, not the int8 estimates
-        assert got[0][1] == pytest.approx(float(m.data[got[0][0] - 1] @ q), abs=1e-6)
+        assert got[0][1] == pytest.approx(float(data[got[0][0] - 1] @ q), abs=1e-6)
 
 
-def test_replaced_rows_are_requantized() -> None:
+def test_slices_score_only_their_rows() -> None:
+    rng = np.random.default_rng(6)
+    data = _clustered(rng, 5_000, 16)
+    seg = _segment(data)
+    q = data[10]
+    got = matrix.best([matrix.score(seg, q, [(100, 200), (4_000, 4_100)], None, quantized=False)], q, 300,
+                      quantized=False)
+    assert len(got) == 200 and {i - 1 for i, _ in got} == set(range(100, 200)) | set(range(4_000, 4_100))
+
+
+def test_replaced_rows_are_requantized(tmp_path: Path) -> None:
+    # A message re-embedded after the base was built: its new vector (in the tail) is found,
+    # its old row in the base is not.
     rng = np.random.default_rng(4)
-    n, dim = QUANTIZED_ABOVE + 1_000, 32
-    data = _clustered(rng, n, dim)
-    m = matrix.Matrix(dim)
-    m.put(list(range(n)), data)
-    q = rng.standard_normal(dim).astype(np.float32)
-    q /= np.linalg.norm(q)
-    target = int(np.argsort(data @ q)[0])  # the row least like q ...
-    m.put([target], q[None, :])  # ... becomes q: its stale int8 codes would not shortlist it
-    assert m.best(q, 1)[0] == (target, pytest.approx(1.0, abs=1e-6))
+    store = SQLiteStore(tmp_path / "r.db", durability="normal")
+    try:
+        store.create_session(Session(id="a", user_id="ana"))
+        n, dim = QUANTIZED_ABOVE + 1_000, 32
+        msgs = store.append("a", [Message(role="user", content=f"m{i}") for i in range(n)])
+        ids = [m.id for m in msgs if m.id is not None]
+        data = _clustered(rng, n, dim)
+        index = SQLiteVectorIndex(store)
+        index.set_model_info(ModelInfo("test", dim))
+        index.upsert(ids, data)
+        q = rng.standard_normal(dim).astype(np.float32)
+        q /= np.linalg.norm(q)
+        assert index.search(q, 1)[0][1] < 0.99  # builds the base
+        target = ids[int(np.argsort(data @ q)[0])]  # the row least like q ...
+        index.upsert([target], q[None, :])  # ... becomes q: its stale int8 codes would not shortlist it
+        assert index.search(q, 1)[0] == (target, pytest.approx(1.0, abs=1e-6))
+        old = -q
+        assert all(mid != target for mid, _ in index.search(old, 5))
+    finally:
+        store.close()
 
 
 def test_index_search_uses_it_with_filters(tmp_path: Path) -> None:

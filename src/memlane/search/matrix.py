@@ -1,15 +1,24 @@
-"""The in-process copy of a vector table: a float32 matrix, its int8 copy, exact top k.
+"""Vector rows grouped by session and owner, and exact top k over just the rows a filter keeps.
 
 numpy (and simsimd) live here, apart from :mod:`memlane.search.vectors`, so that opening a
 Memory, which checks the vector index's model, does not import them: they load with the
 first search or the first vectors stored.
+
+A :class:`Segment` holds rows (message id, vector seq, session ordinal, float32 vector and
+its int8 copy) in plain numpy arrays, in memory or memory-mapped from files
+(:mod:`memlane.store.vector_files`). The *base* segment is sorted by session ordinal, and
+ordinals follow (user, agent, tenant, session): the rows of one session, and of all the
+sessions of one user, are one contiguous slice. :class:`Sessions` knows each ordinal's
+owners, so a user's or a session's search resolves to a few slices and scores only those
+rows: never another user's vectors, and nothing recomputed per query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TypeVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,117 +35,215 @@ try:
 except ImportError:  # a platform without a wheel: float32 only, still exact
     _simsimd = None
 
-_T = TypeVar("_T", bound=np.generic)
+__all__ = ["QUANTIZED_ABOVE", "Segment", "Sessions", "blob", "quantize", "top"]
+
+#: Rows above which a search first ranks the int8 copy and re-scores only the best rows in
+#: float32 (below it the float32 product is already cheap).
+QUANTIZED_ABOVE = 20_000
+
+#: An erased row's message id: its vector bytes are zeros and it never matches.
+ERASED = -1
+
+Int64s = NDArray[np.int64]
 
 
 def blob(vector: Vectors) -> bytes:
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
-#: Rows above which a search first ranks the int8 copy and re-scores only the best rows in
-#: float32 (below it the float32 product is already cheap).
-QUANTIZED_ABOVE = 20_000
-
-
-def _quantize(rows: Vectors) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
+def quantize(rows: Vectors) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
     """Each row as int8 codes and its scale (row ~ codes * scale): a per-row scale keeps
     rows with an unusually large component from being clipped."""
-    peak = np.abs(rows).max(axis=1)
+    peak = np.abs(rows).max(axis=1) if len(rows) else np.zeros(0, dtype=np.float32)
     scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
     codes = np.rint(rows / scale[:, None]).astype(np.int8)
     return codes, scale
 
 
-class Matrix:
-    """The in-process copy of message_vectors: rows of unit vectors and their message ids,
-    plus an int8 copy of the rows (see :meth:`best`)."""
-
-    def __init__(self, dimension: int) -> None:
-        self.dimension = dimension
-        self.data = np.zeros((0, dimension), dtype=np.float32)
-        self.codes = np.zeros((0, dimension), dtype=np.int8)
-        self.scales = np.zeros(0, dtype=np.float32)
-        self.ids = np.zeros(0, dtype=np.int64)
-        self.size = 0
-        self.row: dict[int, int] = {}
-        self.seq = 0
-        self.deletions = -1
-        self._sorted: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
-
-    def put(self, ids: Sequence[int], rows: Vectors) -> None:
-        self._sorted = None
-        fresh = [i for i, mid in enumerate(ids) if mid not in self.row]
-        codes, scales = _quantize(rows)
-        for i, mid in enumerate(ids):
-            pos = self.row.get(mid)
-            if pos is not None:
-                self.data[pos] = rows[i]
-                self.codes[pos] = codes[i]
-                self.scales[pos] = scales[i]
-        if not fresh:
-            return
-        need = self.size + len(fresh)
-        if need > len(self.data):
-            # Doubling keeps appends amortised O(1) while the index grows message by message.
-            n = max(need, 2 * len(self.data), 1024)
-            self.data = _grown(self.data, n, self.size)
-            self.codes = _grown(self.codes, n, self.size)
-            self.scales = _grown(self.scales, n, self.size)
-            self.ids = _grown(self.ids, n, self.size)
-        at = np.arange(self.size, self.size + len(fresh))
-        self.data[at] = rows[fresh]
-        self.codes[at] = codes[fresh]
-        self.scales[at] = scales[fresh]
-        self.ids[at] = np.asarray(ids, dtype=np.int64)[fresh]
-        for i in fresh:
-            self.row[int(ids[i])] = self.size
-            self.size += 1
-
-    def best(self, q: Vectors, k: int) -> list[tuple[int, float]]:
-        """The ``k`` rows most similar to ``q`` (exact similarities, best first).
-
-        On a large matrix the int8 copy ranks every row first (a quarter of the memory
-        traffic of the float32 product, which bounds this scan) and only its best
-        ``2k + 200`` rows are re-scored in float32. Quantization moves a similarity by
-        about 1e-3, far less than the gap between a top-k row and the one in place
-        ``2k + 200``, so the result is the exact top k in practice (the tests check it).
-        """
-        n = self.size
-        shortlist = 2 * k + 200
-        if _simsimd is None or n <= max(QUANTIZED_ABOVE, shortlist):
-            return top(self.ids[:n], self.data[:n] @ q, k)
-        q_codes, _ = _quantize(q[None, :])
-        approx = np.asarray(
-            _simsimd.cdist(q_codes, self.codes[:n], metric="dot", out_dtype="float32")
-        ).reshape(-1)
-        np.multiply(approx, self.scales[:n], out=approx)
-        rows = np.argpartition(approx, n - shortlist)[n - shortlist :]
-        return top(self.ids[rows], self.data[rows] @ q, k)
-
-    def rows_of(self, ids: Sequence[int]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """(message ids that are present, their rows)."""
-        if self._sorted is None:
-            order = np.argsort(self.ids[: self.size], kind="stable")
-            self._sorted = (self.ids[: self.size][order], order.astype(np.int64))
-        keys, order = self._sorted
-        wanted = np.asarray(ids, dtype=np.int64)
-        if not len(keys) or not len(wanted):
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        pos = np.clip(np.searchsorted(keys, wanted), 0, len(keys) - 1)
-        hit = keys[pos] == wanted
-        return wanted[hit], order[pos[hit]]
-
-
-def _grown(a: NDArray[_T], n: int, used: int) -> NDArray[_T]:
-    out = np.zeros((n, *a.shape[1:]), dtype=a.dtype)
-    out[:used] = a[:used]
-    return out
-
-
-
-def top(ids: NDArray[np.int64], sims: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+def top(ids: Int64s, sims: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
     if len(sims) == 0:
         return []
     part = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
     order = part[np.argsort(-sims[part], kind="stable")]
     return [(int(ids[i]), float(sims[i])) for i in order]
+
+
+@dataclass
+class Segment:
+    """Rows of vectors: ``ids[i]`` (message id, ERASED once forgotten), ``seqs[i]`` (the
+    row's write sequence in the table), ``sess[i]`` (session ordinal), ``data[i]`` (unit
+    float32 vector), ``codes[i] * scales[i]`` (its int8 copy)."""
+
+    ids: Int64s
+    seqs: Int64s
+    sess: NDArray[np.int32]
+    data: NDArray[np.float32]
+    codes: NDArray[np.int8]
+    scales: NDArray[np.float32]
+
+    @classmethod
+    def empty(cls, dimension: int) -> Segment:
+        return cls.of(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32),
+                      np.zeros((0, dimension), np.float32))
+
+    @classmethod
+    def of(cls, ids: Int64s, seqs: Int64s, sess: NDArray[np.int32], data: NDArray[np.float32]) -> Segment:
+        codes, scales = quantize(data)
+        return cls(ids, seqs, sess, data, codes, scales)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class Sessions:
+    """Session ordinals and their owners. Ordinals below ``base`` are the base segment's
+    (sorted by owner); later ones were first seen in the tail."""
+
+    ids: list[str] = field(default_factory=list)
+    users: list[str | None] = field(default_factory=list)
+    agents: list[str | None] = field(default_factory=list)
+    tenants: list[str | None] = field(default_factory=list)
+    base: int = 0
+    ordinal: dict[str, int] = field(default_factory=dict)
+    #: bumped whenever ordinals or owners change, so cached selections are dropped
+    version: int = 0
+    _arrays: dict[str, NDArray[Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.ordinal:
+            self.ordinal = {sid: i for i, sid in enumerate(self.ids)}
+
+    def add(self, sid: str, user: str | None, agent: str | None, tenant: str | None) -> int:
+        o = self.ordinal.get(sid)
+        if o is None:
+            o = self.ordinal[sid] = len(self.ids)
+            self.ids.append(sid)
+            self.users.append(user)
+            self.agents.append(agent)
+            self.tenants.append(tenant)
+            self.changed()
+        return o
+
+    def set_owners(self, owners: Iterable[tuple[str, str | None, str | None, str | None]]) -> None:
+        for sid, user, agent, tenant in owners:
+            o = self.ordinal.get(sid)
+            if o is not None:
+                self.users[o], self.agents[o], self.tenants[o] = user, agent, tenant
+        self.changed()
+
+    def changed(self) -> None:
+        self.version += 1
+        self._arrays.clear()
+
+    def _column(self, name: str) -> NDArray[Any]:
+        col = self._arrays.get(name)
+        if col is None:
+            col = self._arrays[name] = np.array(getattr(self, name), dtype=object)
+        return col
+
+    def select(self, *, session: str | None = None, user: str | None = None, agent: str | None = None,
+               tenant: str | None = None, unowned: bool = False) -> NDArray[np.int64] | None:
+        """Ordinals (ascending) of the sessions that pass; None when nothing is filtered."""
+        if session is not None:
+            o = self.ordinal.get(session)
+            return np.array([] if o is None else [o], dtype=np.int64)
+        keep: NDArray[np.bool_] | None = None
+        for name, value in (("users", user), ("agents", agent), ("tenants", tenant)):
+            if value is not None:
+                hit = self._column(name) == value
+                keep = hit if keep is None else keep & hit
+        if unowned:
+            hit = np.array([u is None for u in self.users], dtype=bool)
+            keep = hit if keep is None else keep & hit
+        return None if keep is None else np.flatnonzero(keep).astype(np.int64)
+
+
+def owner_order(users: Sequence[str | None], agents: Sequence[str | None], tenants: Sequence[str | None],
+                ids: Sequence[str]) -> list[int]:
+    """Session positions sorted by (user, agent, tenant, id): a user's sessions side by side."""
+    return sorted(range(len(ids)), key=lambda i: (users[i] or "", agents[i] or "", tenants[i] or "", ids[i]))
+
+
+def ranges(starts: Int64s, ordinals: NDArray[np.int64]) -> list[tuple[int, int]]:
+    """The base rows of these (ascending) ordinals as merged ``[a, b)`` slices."""
+    if not len(ordinals):
+        return []
+    a, b = starts[ordinals], starts[ordinals + 1]
+    # a new slice starts wherever the previous ordinal's rows do not end where these begin
+    breaks = np.flatnonzero(a[1:] != b[:-1]) + 1
+    firsts = np.concatenate(([0], breaks))
+    lasts = np.concatenate((breaks - 1, [len(ordinals) - 1]))
+    return [(int(a[f]), int(b[e])) for f, e in zip(firsts, lasts, strict=True) if b[e] > a[f]]
+
+
+@dataclass
+class Scored:
+    """Candidate rows of one segment with their (approximate) scores."""
+
+    segment: Segment
+    rows: Int64s
+    scores: NDArray[np.float32]
+    #: rows to leave out (a base row whose message has a newer vector in the tail)
+    skip: set[int] | None = None
+
+
+def score(segment: Segment, q: Vectors, slices: Sequence[tuple[int, int]] | None,
+          rows: Int64s | None, quantized: bool, skip: set[int] | None = None) -> Scored:
+    """Scores of the given rows (``slices`` of the segment, or ``rows``; all when both are
+    None): int8 estimates when ``quantized``, else exact float32."""
+    if rows is not None:
+        picked = rows
+        parts = [_scores(segment.codes[rows], segment.scales[rows], segment.data[rows], q, quantized)]
+    else:
+        cuts = slices if slices is not None else [(0, len(segment))]
+        picked = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in cuts]) if cuts else np.zeros(0, np.int64)
+        parts = [_scores(segment.codes[a:b], segment.scales[a:b], segment.data[a:b], q, quantized) for a, b in cuts]
+    sims = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    return Scored(segment, picked, sims.astype(np.float32, copy=False), skip)
+
+
+def _scores(codes: NDArray[np.int8], scales: NDArray[np.float32], data: NDArray[np.float32], q: Vectors,
+            quantized: bool) -> NDArray[np.float32]:
+    if not len(codes):
+        return np.zeros(0, np.float32)
+    if not quantized or _simsimd is None:
+        return np.asarray(data @ q, dtype=np.float32)
+    q_codes, _ = quantize(q[None, :])
+    approx = np.asarray(_simsimd.cdist(q_codes, codes, metric="dot", out_dtype="float32")).reshape(-1)
+    np.multiply(approx, scales, out=approx)
+    return approx
+
+
+def best(scored: Sequence[Scored], q: Vectors, pool: int, quantized: bool) -> list[tuple[int, float]]:
+    """The ``pool`` best rows of the candidates, re-scored exactly, best first; erased and
+    skipped rows left out.
+
+    With int8 estimates, the best ``pool + 200`` by estimate are re-scored in float32:
+    quantization moves a similarity by about 1e-3, far less than the gap between a top row
+    and the one 200 places further, so this is the exact top in practice (tests check it).
+    """
+    total = sum(len(s.rows) for s in scored)
+    if not total:
+        return []
+    skipped = sum(len(s.skip or ()) for s in scored)
+    short = min(total, (pool + 200 if quantized else pool) + skipped)
+    allscores = np.concatenate([s.scores for s in scored])
+    cut = np.argpartition(-allscores, short - 1)[:short] if short < total else np.arange(total)
+    out: list[tuple[int, float]] = []
+    offset = 0
+    for s in scored:
+        mine = cut[(cut >= offset) & (cut < offset + len(s.rows))] - offset
+        offset += len(s.rows)
+        if not len(mine):
+            continue
+        order = np.argsort(s.rows[mine], kind="stable")  # memory-mapped pages in file order
+        rows = s.rows[mine][order]
+        ids = s.segment.ids[rows]
+        sims = s.segment.data[rows] @ q if quantized else s.scores[mine][order]
+        for row, mid, sim in zip(rows.tolist(), ids.tolist(), np.asarray(sims).tolist(), strict=True):
+            if mid == ERASED or (s.skip and row in s.skip):
+                continue
+            out.append((mid, float(sim)))
+    out.sort(key=lambda t: (-t[1], t[0]))  # equal similarity: the older message first
+    return out[:pool]

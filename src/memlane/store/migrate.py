@@ -41,8 +41,8 @@ LOG_TABLES = ("sessions", "messages", "turns", "derived")
 #: Tables that are copied, rebuilt or bookkeeping; anything else in the source is reported.
 #: change_events is not copied: the target's triggers write its own events as rows arrive.
 _HANDLED = frozenset(
-    {*LOG_TABLES, "tool_call_ids", "message_vectors", "vector_meta", "schema_migrations", "sqlite_sequence",
-     "change_events"}
+    {*LOG_TABLES, "tool_call_ids", "message_vectors", "vector_meta", "vector_deletions", "schema_migrations",
+     "sqlite_sequence", "change_events"}
 )
 
 

@@ -66,7 +66,8 @@ from memlane.text import fts5_match, keyword_terms
 if TYPE_CHECKING:
     from memlane.apikeys import KeyStore
     from memlane.bus.bell import Doorbell
-    from memlane.ports import NoteRepository, VectorIndex
+    from memlane.ports import NoteRepository
+    from memlane.store.sqlite_vectors import SQLiteVectorIndex
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -373,6 +374,10 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
             return counts
 
         counts = self.write(run)
+        if counts.messages or counts.sessions:
+            # The memory-mapped vector index beside the file holds copies of the vectors:
+            # they go from its files now, not at the next search (store/vector_files.py).
+            self.vector_index().purge()
         if log and self.erasures is not None:
             self.erasures.append(request, counts, now)
         self.truncate_wal()
@@ -671,7 +676,7 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
 
     # ------------------------------------------------------------ the store's other ports
 
-    def vector_index(self) -> VectorIndex:
+    def vector_index(self) -> SQLiteVectorIndex:
         """Message vectors in this file (``message_vectors``, migration 2)."""
         from memlane.store.sqlite_vectors import SQLiteVectorIndex
 

@@ -172,6 +172,9 @@ def restore_database(backup: str | Path, target: str | Path, key: str | None = N
         shutil.copyfile(src_path, staged)
         replayed = replay_erasures(staged, f"{dest}-erasures", key)
         _restore_from(staged, dest, key)
+        # The vector index files beside it describe the replaced database: rebuilt on the
+        # next search from the restored one (store/vector_files.py).
+        shutil.rmtree(f"{dest}-vectors", ignore_errors=True)
     finally:
         _remove_database(staged)
     sessions, messages, version, integrity = _checked(dest, key)

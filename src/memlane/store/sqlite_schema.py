@@ -374,4 +374,29 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
         """,
     ),
+    11: (
+        "vector index files",
+        """
+        -- Which vectors were deleted (ids and seqs, never content), so the memory-mapped
+        -- vector index beside the database (store/vector_files.py) erases the same rows
+        -- from its files; trimmed once the files have applied them.
+        CREATE TABLE vector_deletions (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            message_id INTEGER NOT NULL,
+            vector_seq INTEGER NOT NULL
+        );
+        DROP TRIGGER message_vectors_deleted;
+        CREATE TRIGGER message_vectors_deleted AFTER DELETE ON message_vectors BEGIN
+            INSERT INTO vector_meta(key, value) VALUES ('deletions', '1')
+                ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1;
+            INSERT INTO vector_deletions(message_id, vector_seq) VALUES (old.message_id, old.seq);
+        END;
+        -- A session's owners decide whose searches see its vectors: the index re-reads
+        -- them when this counter moves.
+        CREATE TRIGGER vector_owners_changed AFTER UPDATE OF user_id, agent_id, tenant_id ON sessions BEGIN
+            INSERT INTO vector_meta(key, value) VALUES ('owners', '1')
+                ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1;
+        END;
+        """,
+    ),
 }

@@ -17,24 +17,30 @@ store, must keep it; ``tests/test_search_vectors.py`` checks the SQLite one):
 * ``missing_ids`` lists messages that should have a vector and have none: the backlog a
   restart picks up after a crash between "message stored" and "vector stored".
 
-Why the SQLite index is a plain table plus an in-process matrix and not a sqlite-vec
-``vec0`` table: first, many Python builds (pyenv's default, this project's CI, macOS's
-system Python) compile ``sqlite3`` without ``enable_load_extension``, so a store that needs
-the extension would not open there at all; second, speed: ``memlane bench search`` runs
-the same vectors through ``vec0`` KNN (via apsw, which can load extensions) beside this
-index and reports the ratio.
+Why a plain table plus an index derived from it, not a sqlite-vec ``vec0`` table: first,
+many Python builds (pyenv's default, this project's CI, macOS's system Python) compile
+``sqlite3`` without ``enable_load_extension``, so a store that needs the extension would
+not open there at all; second, speed: ``memlane bench search`` runs the same vectors
+through ``vec0`` KNN (via apsw, which can load extensions) beside this index.
 The table keeps the vectors durable in the same file as the log (so they cannot drift into
 another file, and cascade with their message without needing any extension loaded in the
-deleting connection); the matrix is a cache that follows the table by a sequence number and
-a deletion counter, so several processes sharing one file stay consistent.
+deleting connection). Searching uses the *base* segment, memory-mapped files beside the
+database (:mod:`memlane.store.vector_files`; in memory for an encrypted or in-memory
+database, whose vectors must not land unencrypted on disk), plus a small in-process
+*tail*: the rows written since the base was built, read by sequence number. The base is
+rebuilt from the table when the tail grows past :data:`TAIL_ROWS`; deletions reach it
+through the table's deletion log, so several processes sharing one file stay consistent.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from memlane.errors import InvalidInputError
 from memlane.models import MessageFilter
@@ -51,11 +57,61 @@ from memlane.store.vector_rules import (
 )
 
 if TYPE_CHECKING:
-    from memlane.ports import Vectors
-    from memlane.search.matrix import Matrix
-    from memlane.store.sqlite import SQLiteStore
+    import numpy as np
+    from numpy.typing import NDArray
 
-__all__ = ["SQLiteVectorIndex"]
+    from memlane.ports import Vectors
+    from memlane.search.matrix import Segment, Sessions
+    from memlane.store.sqlite import SQLiteStore
+    from memlane.store.vector_files import Base, FileSink, MemorySink, VectorFiles
+
+__all__ = ["TAIL_ROWS", "SQLiteVectorIndex"]
+
+log = logging.getLogger(__name__)
+
+#: Rows written since the base segment was built that a process keeps in memory before
+#: the base is rebuilt with them (a quarter of the base when that is larger).
+TAIL_ROWS = 20_000
+#: Vectors read per statement while building the base.
+_CHUNK = 900
+#: Pool sizes above which a filter that the index cannot resolve (roles, authors, time,
+#: hidden) is checked by listing its passing messages in SQL instead of pool by pool.
+_LIST_ABOVE = 5_000
+
+_HEAD = (
+    "SELECT (SELECT COALESCE(MAX(seq), 0) FROM message_vectors), "
+    "(SELECT value FROM vector_meta WHERE key = 'deletions'), "
+    "(SELECT value FROM vector_meta WHERE key = 'owners')"
+)
+_ROWS = (
+    "SELECT v.message_id, v.seq, v.embedding, m.session_id, s.user_id, s.agent_id, s.tenant_id "
+    "FROM message_vectors v JOIN messages m ON m.id = v.message_id JOIN sessions s ON s.id = m.session_id "
+)
+
+
+@dataclass
+class _View:
+    """One process's view of the index: the base segment plus the tail."""
+
+    model: ModelInfo
+    base: Base
+    tail: Segment
+    tail_seq: int
+    deletions: int
+    owners: int
+    stamp: int = 0
+    #: message id -> tail row; base rows whose message has a newer vector in the tail
+    tail_pos: dict[int, int] = field(default_factory=dict)
+    superseded: set[int] = field(default_factory=set)
+    selections: dict[tuple[Any, ...], tuple[int, Any]] = field(default_factory=dict)
+
+    @property
+    def sessions(self) -> Sessions:
+        return self.base.sessions
+
+    @property
+    def size(self) -> int:
+        return len(self.base.segment) + len(self.tail)
 
 
 # ---------------------------------------------------------------------------- SQLite
@@ -75,7 +131,21 @@ class SQLiteVectorIndex:
             raise InvalidInputError("SQLiteVectorIndex needs a SQLiteStore")
         self._store = store
         self._lock = threading.Lock()
-        self._matrix: Matrix | None = None
+        self._view: _View | None = None
+
+    def _files_path(self) -> str | None:
+        """The database file when the index keeps files beside it: not for an in-memory
+        database, nor an encrypted one (its vectors must not land unencrypted on disk)."""
+        path = str(getattr(self._store, "path", ":memory:"))
+        return None if path == ":memory:" or getattr(self._store, "encrypted", False) else path
+
+    def _files(self) -> VectorFiles | None:
+        path = self._files_path()
+        if path is None:
+            return None
+        from memlane.store.vector_files import VectorFiles
+
+        return VectorFiles(path)
 
     # ----------------------------------------------------------- model info
 
@@ -131,17 +201,62 @@ class SQLiteVectorIndex:
                 ).rowcount
             return total
 
-        return self._store.write(run)
+        total = self._store.write(run)
+        self.purge()
+        return total
 
     def clear(self) -> None:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM message_vectors")
             clause, params = DIALECT.in_list("key", META_KEYS)
             conn.execute(f"DELETE FROM vector_meta WHERE {clause}", params)
+            conn.execute("DELETE FROM vector_deletions")
 
-        self._store.write(run)
+        files = self._files()
+        if files is not None:
+            with files.lock():
+                self._store.write(run)
+                files.remove()
+        else:
+            self._store.write(run)
         with self._lock:
-            self._matrix = None
+            self._view = None
+
+    def purge(self) -> int:
+        """Erase deleted vectors from the index files now (every deletion path calls this
+        after its transaction: forgotten vectors must not outlive it on disk), and trim
+        the deletion log. Returns how many rows were erased from the files."""
+        path = self._files_path()
+        if path is None or not os.path.isdir(path + "-vectors"):  # numpy stays unloaded here
+            self._trim_log(None)
+            return 0
+        files = self._files()
+        assert files is not None
+        with files.lock():
+            meta = files.meta()
+            applied = int(meta["applied"]) if meta else 0
+            entries = [
+                (int(r[0]), int(r[1]), int(r[2]))
+                for r in self._store.read(
+                    "SELECT seq, message_id, vector_seq FROM vector_deletions WHERE seq > ? ORDER BY seq",
+                    (applied,),
+                )
+            ]
+            erased = files.erase(entries) if meta is not None else 0
+            after = files.meta()
+            self._trim_log(int(after["applied"]) if after is not None else None)
+        return erased
+
+    def _trim_log(self, upto: int | None) -> None:
+        """Drop deletion log entries the files have applied (all of them without files)."""
+        def run(conn: sqlite3.Connection) -> None:
+            if upto is None:
+                conn.execute("DELETE FROM vector_deletions")
+            else:
+                conn.execute("DELETE FROM vector_deletions WHERE seq <= ?", (upto,))
+
+        if self._store.read("SELECT 1 FROM vector_deletions LIMIT 1"):
+            self._store.write(run, durable=False)
 
     # ----------------------------------------------------------- reads
 
@@ -158,82 +273,294 @@ class SQLiteVectorIndex:
         )
         return [int(r[0]) for r in rows]
 
-    def _synced(self) -> Matrix | None:
-        """The matrix, brought up to date with the table (cheap when nothing changed)."""
-        import numpy as np
+    # ----------------------------------------------------------- the view
 
-        from memlane.search.matrix import Matrix
+    def _synced(self) -> _View | None:
+        """This process's view, brought up to date with the table (cheap when nothing changed)."""
         info = self.model_info()
         if info is None:
             return None
-        head = self._store.read(
-            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM message_vectors), "
-            "(SELECT value FROM vector_meta WHERE key = 'deletions')"
-        )[0]
-        max_seq, deletions = int(head[0]), int(head[1] or 0)
+        head = self._store.read(_HEAD)[0]
+        max_seq, deletions, owners = int(head[0]), int(head[1] or 0), int(head[2] or 0)
+        files = self._files()
         with self._lock:
-            matrix = self._matrix
-            if matrix is None or matrix.dimension != info.dimension or matrix.deletions != deletions:
-                # Something was deleted (or first use): rebuild. Deletions are rare
-                # (forget, prune), appends are the common case handled below.
-                matrix = Matrix(info.dimension)
-                matrix.deletions = deletions
-            if max_seq > matrix.seq:
-                rows = self._store.read(
-                    "SELECT message_id, seq, embedding FROM message_vectors WHERE seq > ? ORDER BY seq",
-                    (matrix.seq,),
-                )
-                if rows:
-                    blob = b"".join(r[2] for r in rows)
-                    data = np.frombuffer(blob, dtype="<f4").reshape(len(rows), info.dimension)
-                    matrix.put([int(r[0]) for r in rows], data.astype(np.float32))
-                    matrix.seq = max(int(r[1]) for r in rows)
-            self._matrix = matrix
-            return matrix
+            view = self._view
+            if view is not None and view.model != info:
+                view = None  # reindexed with another model
+            if view is not None and files is not None and view.stamp != files.stamp():
+                if _moved(files, view):
+                    view = None  # another process published a new base: switch to it
+                else:
+                    view.stamp = files.stamp()
+            if view is not None and view.deletions != deletions:
+                if files is not None:
+                    self.purge()
+                    if _moved(files, view):
+                        view = None
+                    else:
+                        self._reload_tail(view)
+                else:
+                    view = None  # in memory: rebuild (deletions are rare)
+            if view is None:
+                view = self._open(info, files)
+            view.deletions = deletions
+            if owners != view.owners:
+                view.sessions.set_owners(self._owners())
+                view.owners = owners
+                view.selections.clear()
+            if max_seq > view.tail_seq:
+                self._extend_tail(view, view.tail_seq)
+            if len(view.tail) > max(TAIL_ROWS, len(view.base.segment) // 4):
+                view = self._build(info, files, owners)
+            self._view = view
+            return view
+
+    def _owners(self) -> list[tuple[str, str | None, str | None, str | None]]:
+        return [(str(r[0]), r[1], r[2], r[3]) for r in self._store.read(
+            "SELECT id, user_id, agent_id, tenant_id FROM sessions")]
+
+    def _open(self, info: ModelInfo, files: VectorFiles | None) -> _View:
+        head = self._store.read(_HEAD)[0]
+        owners = int(head[2] or 0)
+        if files is not None:
+            base = files.open()
+            model = (info.model_id, info.dimension, info.recipe)
+            if base is not None and base.model == model and self._matches(base):
+                view = self._view_of(info, base, owners, files)
+                self._extend_tail(view, base.seq)
+                if base.owners != owners:
+                    view.sessions.set_owners(self._owners())  # changed since the files were built
+                return view
+        return self._build(info, files, owners)
+
+    def _matches(self, base: Base) -> bool:
+        """Do the files describe this table (not a database restored or copied over it)?
+        The newest row of the base must still be in the table under the same seq."""
+        import numpy as np
+
+        seqs = base.segment.seqs
+        if not len(seqs):
+            return True
+        last = int(np.argmax(seqs))
+        mid = int(base.segment.ids[last])
+        if mid < 0:
+            return True  # erased since: nothing to compare
+        found = self._store.read("SELECT seq FROM message_vectors WHERE message_id = ?", (mid,))
+        return bool(found) and int(found[0][0]) >= int(seqs[last])
+
+    def _view_of(self, info: ModelInfo, base: Base, owners: int, files: VectorFiles | None) -> _View:
+        from memlane.search.matrix import Segment
+
+        return _View(info, base, Segment.empty(info.dimension), base.seq, 0, owners,
+                     stamp=files.stamp() if files is not None else 0)
+
+    def _build(self, info: ModelInfo, files: VectorFiles | None, owners: int) -> _View:
+        """A new base segment from the table: in memory, or as a new generation of files."""
+        if files is None:
+            return self._view_of(info, self._read_base(info, None), owners, None)
+        with files.lock():
+            current = files.open()
+            model = (info.model_id, info.dimension, info.recipe)
+            head_seq = int(self._store.read("SELECT COALESCE(MAX(seq), 0) FROM message_vectors")[0][0])
+            if current is not None and current.model == model and head_seq - current.seq <= TAIL_ROWS // 2:
+                base = current  # another process built it while this one waited for the lock
+            else:
+                base = self._read_base(info, files)
+        view = self._view_of(info, base, owners, files)
+        self._extend_tail(view, base.seq)
+        return view
+
+    def _read_base(self, info: ModelInfo, files: VectorFiles | None) -> Base:
+        """Read every vector into a base segment sorted by (owner, session), streaming."""
+        import numpy as np
+
+        from memlane.search.matrix import Sessions, owner_order
+        from memlane.store.vector_files import FileSink, MemorySink
+
+        # The log mark first, then the rows: a deletion after the mark is applied later
+        # (applying one twice is harmless), never lost.
+        applied = int(self._store.read("SELECT COALESCE(MAX(seq), 0) FROM vector_deletions")[0][0])
+        owners_seen = int(self._store.read(_HEAD)[0][2] or 0)
+        seq = int(self._store.read("SELECT COALESCE(MAX(seq), 0) FROM message_vectors")[0][0])
+        keys = self._store.read(
+            "SELECT v.message_id, m.session_id FROM message_vectors v JOIN messages m ON m.id = v.message_id "
+            "WHERE v.seq <= ?", (seq,))
+        ids = np.fromiter((int(r[0]) for r in keys), dtype=np.int64, count=len(keys))
+        session_of: dict[str, int] = {}
+        raw = np.fromiter((session_of.setdefault(str(r[1]), len(session_of)) for r in keys), dtype=np.int32,
+                          count=len(keys))
+        del keys
+        owners = {sid: (u, a, t) for sid, u, a, t in self._owners() if sid in session_of}
+        sids = list(session_of)
+        users = [owners.get(sid, (None, None, None))[0] for sid in sids]
+        agents = [owners.get(sid, (None, None, None))[1] for sid in sids]
+        tenants = [owners.get(sid, (None, None, None))[2] for sid in sids]
+        order = owner_order(users, agents, tenants, sids)
+        ordinal = np.empty(len(sids), dtype=np.int32)
+        ordinal[np.asarray(order, dtype=np.int64)] = np.arange(len(sids), dtype=np.int32)
+        sess = ordinal[raw] if len(raw) else raw
+        rows = np.lexsort((ids, sess))
+        starts = np.zeros(len(sids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(sess, minlength=len(sids)), out=starts[1:])
+        sessions = Sessions([sids[i] for i in order], [users[i] for i in order], [agents[i] for i in order],
+                            [tenants[i] for i in order], base=len(sids))
+        sink: FileSink | MemorySink = (
+            FileSink(files, files.next_generation(), len(ids), info.dimension) if files is not None
+            else MemorySink(len(ids), info.dimension)
+        )
+        for start in range(0, len(rows), _CHUNK):
+            picked = rows[start : start + _CHUNK]
+            chunk_ids = ids[picked]
+            found = self._vectors_of(chunk_ids.tolist(), seq, info.dimension)
+            data = np.zeros((len(picked), info.dimension), dtype=np.float32)
+            seqs = np.zeros(len(picked), dtype=np.int64)
+            out_ids = chunk_ids.copy()
+            for i, mid in enumerate(chunk_ids.tolist()):
+                hit = found.get(mid)
+                if hit is None:  # deleted while the base was read: an erased row
+                    out_ids[i] = -1
+                else:
+                    seqs[i], data[i] = hit
+            sink.add(out_ids, seqs, sess[picked], data)
+        return sink.finish(starts, sessions, seq, applied, (info.model_id, info.dimension, info.recipe), owners_seen)
+
+    def _vectors_of(self, ids: list[int], seq: int, dimension: int) -> dict[int, tuple[int, Any]]:
+        import numpy as np
+
+        marks = ",".join("?" * len(ids))
+        rows = self._store.read(
+            f"SELECT message_id, seq, embedding FROM message_vectors WHERE message_id IN ({marks}) AND seq <= ?",
+            (*ids, seq),
+        )
+        return {int(r[0]): (int(r[1]), np.frombuffer(r[2], dtype="<f4", count=dimension)) for r in rows}
+
+    def _extend_tail(self, view: _View, after: int) -> None:
+        """Append the rows written after seq ``after`` to the view's tail."""
+        import numpy as np
+
+        from memlane.search.matrix import Segment
+
+        rows = self._store.read(_ROWS + "WHERE v.seq > ? ORDER BY v.seq", (after,))
+        if not rows:
+            return
+        dim = view.model.dimension
+        ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        seqs = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=len(rows))
+        data = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim).astype(np.float32)
+        sess = np.fromiter((view.sessions.add(str(r[3]), r[4], r[5], r[6]) for r in rows), dtype=np.int32,
+                           count=len(rows))
+        fresh = Segment.of(ids, seqs, sess, data)
+        tail = view.tail
+        keep = np.ones(len(tail), dtype=bool)
+        for _i, mid in enumerate(ids.tolist()):  # a newer vector of a message replaces the older one
+            old = view.tail_pos.get(mid)
+            if old is not None:
+                keep[old] = False
+        if not keep.all():
+            tail = _take(tail, np.flatnonzero(keep))
+        view.tail = _concat(tail, fresh)
+        view.tail_pos = {int(m): i for i, m in enumerate(view.tail.ids.tolist())}
+        _, base_rows = view.base.row_of(ids)
+        view.superseded.update(int(r) for r in base_rows)
+        view.tail_seq = int(seqs.max())
+        view.selections.clear()
+
+    def _reload_tail(self, view: _View) -> None:
+        from memlane.search.matrix import Segment
+
+        view.tail = Segment.empty(view.model.dimension)
+        view.tail_pos = {}
+        view.superseded = set()
+        view.tail_seq = view.base.seq
+        self._extend_tail(view, view.base.seq)
+
+    # ----------------------------------------------------------- search
 
     def similarities(self, query: Vectors, ids: Sequence[int]) -> dict[int, float]:
-        matrix = self._synced()
-        if matrix is None or not ids:
+        view = self._synced()
+        if view is None or not ids:
             return {}
-        q = checked_query(query, matrix.dimension)
-        present, rows = matrix.rows_of(ids)
-        sims = matrix.data[rows] @ q
-        return {int(m): float(s) for m, s in zip(present, sims, strict=True)}
+        q = checked_query(query, view.model.dimension)
+        out: dict[int, float] = {}
+        rest = []
+        for mid in ids:
+            pos = view.tail_pos.get(int(mid))
+            if pos is not None:
+                out[int(mid)] = float(view.tail.data[pos] @ q)
+            else:
+                rest.append(int(mid))
+        present, rows = view.base.row_of(rest)
+        if len(rows):
+            sims = view.base.segment.data[rows] @ q
+            out.update({int(m): float(s) for m, s in zip(present.tolist(), sims.tolist(), strict=True)})
+        return out
+
+    def _selection(self, view: _View, flt: MessageFilter) -> tuple[list[tuple[int, int]] | None, Any]:
+        """(base slices, tail rows) of the sessions the filter's owners allow; None = all."""
+        import numpy as np
+
+        from memlane.search.matrix import ranges
+
+        key = (flt.session_id, flt.user_id, flt.agent_id, flt.tenant_id, flt.unowned)
+        cached = view.selections.get(key)
+        if cached is not None and cached[0] == view.sessions.version:
+            return cached[1]  # type: ignore[no-any-return]
+        ordinals = view.sessions.select(session=flt.session_id, user=flt.user_id, agent=flt.agent_id,
+                                        tenant=flt.tenant_id, unowned=flt.unowned)
+        if ordinals is None:
+            picked: tuple[list[tuple[int, int]] | None, Any] = (None, None)
+        else:
+            base_n = view.base.sessions.base
+            slices = ranges(view.base.starts, ordinals[ordinals < base_n])
+            tail_rows = np.flatnonzero(np.isin(view.tail.sess, ordinals)).astype(np.int64)
+            picked = (slices, tail_rows)
+        if len(view.selections) > 256:
+            view.selections.clear()
+        view.selections[key] = (view.sessions.version, picked)
+        return picked
 
     def search(
         self, query: Vectors, k: int, flt: MessageFilter | None = None
     ) -> list[tuple[int, float]]:
-        from memlane.search.matrix import top
+        from memlane.search.matrix import QUANTIZED_ABOVE, best, score
 
         if k < 1:
             raise InvalidInputError("k must be at least 1")
-        matrix = self._synced()
-        if matrix is None or matrix.size == 0:
+        view = self._synced()
+        if view is None or view.size == 0:
             return []
-        # Two exact strategies, picked by how selective the filter is likely to be:
-        # a session is small, so score just its rows; anything else (a user, roles, a time
-        # range, "not hidden") usually keeps most rows, so score the whole matrix (int8
-        # pre-ranking, see Matrix.best) and keep the best rows that pass, falling back to
-        # the candidate rows when too few of the best pass.
-        q = checked_query(query, matrix.dimension)
+        q = checked_query(query, view.model.dimension)
         flt = flt or MessageFilter()
+        # The owners (session, user, agent, tenant) pick the rows to score: slices of the
+        # base, rows of the tail. Nothing else is read.
+        slices, tail_rows = self._selection(view, flt)
+        base_rows = len(view.base.segment) if slices is None else sum(b - a for a, b in slices)
+        tail_n = len(view.tail) if tail_rows is None else len(tail_rows)
+        total = base_rows + tail_n
+        if not total:
+            return []
+        quantized = total > QUANTIZED_ABOVE
+        scored = [
+            score(view.base.segment, q, slices, None, quantized, view.superseded),
+            score(view.tail, q, None, tail_rows, quantized),
+        ]
         where, params = _message_where(flt)
         if not where:
-            return matrix.best(q, k)
-        if flt.session_id is None:
-            # Loose filters (a user who owns most messages, hidden=0): rank everything, then
-            # keep the best rows that pass. Falls through to the exact path when too few do.
-            pool = min(matrix.size, 2 * k + 50)
-            ranked = matrix.best(q, pool)
-            passing = self._passing([m for m, _ in ranked], where, params)
+            return best(scored, q, k, quantized)
+        # What the index cannot tell (hidden, roles, authors, time; and the owners again, in
+        # case they changed a moment ago) is checked in SQL on the best rows, with a pool
+        # that grows until k pass or every candidate was seen.
+        pool = min(total, 2 * k + 50)
+        while True:
+            ranked = best(scored, q, pool, quantized)
+            if pool > _LIST_ABOVE:
+                passing = self._candidates(where, params)
+            else:
+                passing = self._passing([m for m, _ in ranked], where, params)
             kept = [(m, s) for m, s in ranked if m in passing]
-            if len(kept) >= k or pool == matrix.size:
+            if len(kept) >= k or pool >= total:
                 return kept[:k]
-        candidates = self._candidates(where, params)
-        present, rows = matrix.rows_of(candidates)
-        if not len(present):
-            return []
-        return top(present, matrix.data[rows] @ q, k)
+            pool = min(total, pool * 4)
 
     def _passing(self, ids: list[int], where: str, params: list[object]) -> set[int]:
         out: set[int] = set()
@@ -248,9 +575,30 @@ class SQLiteVectorIndex:
             out.update(int(r[0]) for r in rows)
         return out
 
-    def _candidates(self, where: str, params: list[object]) -> list[int]:
+    def _candidates(self, where: str, params: list[object]) -> set[int]:
         rows = self._store.read(
             f"SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_id WHERE 1 {where}",
             params,
         )
-        return [int(r[0]) for r in rows]
+        return {int(r[0]) for r in rows}
+
+
+def _moved(files: VectorFiles, view: _View) -> bool:
+    """Has another process published a new base generation since this view opened?"""
+    meta = files.meta()
+    return meta is None or meta.get("generation") != view.base.generation
+
+
+def _take(seg: Segment, rows: NDArray[np.int64]) -> Segment:
+    from memlane.search.matrix import Segment
+
+    return Segment(seg.ids[rows], seg.seqs[rows], seg.sess[rows], seg.data[rows], seg.codes[rows], seg.scales[rows])
+
+
+def _concat(a: Segment, b: Segment) -> Segment:
+    import numpy as np
+
+    from memlane.search.matrix import Segment
+
+    return Segment(*(np.concatenate((getattr(a, n), getattr(b, n))) for n in
+                     ("ids", "seqs", "sess", "data", "codes", "scales")))
