@@ -10,6 +10,7 @@ background thread; raw inserts are interleaved there too, so that ratio is fair.
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import tempfile
 import time
@@ -89,6 +90,7 @@ def run_write_bench(
         mine, base, bare = _timed_adds(ours, sid, adds, raw_insert, plain_insert)
         close_plain()
         indexed = _indexed_adds(Path(tmp), adds, durability, raw_insert, say)
+        peer = _defaults_vs_agents_sdk(Path(tmp), adds, say)
         turns = _checkpoint_turns(Path(tmp), min(adds, 300), durability, embedder, say)
         say(f"filling a session with {history:,} messages")
         long_sid = ours.create_session(session_id="long")
@@ -124,6 +126,7 @@ def run_write_bench(
         "get_recent_messages_4096": _summary(recent),
         "window_messages": len(window),
         "with_default_embedder": indexed,
+        "defaults_vs_agents_sdk": peer,
         "store_interaction_checkpoint": turns,
         "encryption": encryption,
     }
@@ -237,6 +240,39 @@ def _indexed_adds(
     }
 
 
+def _defaults_vs_agents_sdk(tmp: Path, adds: int, say: Callable[[str], None]) -> dict[str, Any]:
+    """add with every default (durability full, the default embedder) and background work
+    running, as in an agent that also searches, beside the OpenAI Agents SDK's
+    ``SQLiteSession.add_items`` of the same item, interleaved one by one."""
+    try:
+        from agents import SQLiteSession
+    except ImportError:
+        return {"skipped": "openai-agents is not installed (pip install 'memlane[agents]')"}
+    say(f"timing {adds} adds with the defaults beside SQLiteSession.add_items")
+    try:
+        mem = Memory(tmp / "defaults.db")
+    except MemlaneError as exc:  # e.g. the default embedder's package is not installed
+        return {"skipped": str(exc)}
+    peer = SQLiteSession("bench", str(tmp / "agents.db"))
+    loop = asyncio.new_event_loop()
+    item: Any = {"role": "user", "content": _TEXT}
+    try:
+        sid = mem.create_session(session_id="bench", system_prompt="You are helpful.")
+        mem.start_background_work()  # what a search or a context read starts
+        mem.flush()  # the model loaded, nothing queued: the adds are timed, not the start
+        mine, theirs = _timed_adds(mem, sid, adds, lambda: loop.run_until_complete(peer.add_items([item])))
+        t0 = time.perf_counter()
+        mem.flush()  # derived work (vectors, state, summaries, notes) left after the last add
+        drain = time.perf_counter() - t0
+    finally:
+        mem.close()
+        peer.close()
+        loop.close()
+    add, sdk = _summary(mine), _summary(theirs)
+    return {"memlane_add": add, "agents_sdk_add_items": sdk, **_ratios(add, sdk),
+            "derived_catch_up_s": round(drain, 3)}
+
+
 def format_table(result: dict[str, Any]) -> str:
     """The figures of :func:`run_write_bench` as a plain-text table."""
     rows = [("what", "p50 ms", "p95 ms", "ratio p50 / p95")]
@@ -255,6 +291,13 @@ def format_table(result: dict[str, Any]) -> str:
         row("raw sqlite3 insert (same phase)", indexed["raw_sqlite3_insert"])
     elif indexed:
         rows.append((f"memlane add (embedder {indexed['embedder']})", "skipped", "", indexed["skipped"]))
+    peer = result.get("defaults_vs_agents_sdk") or {}
+    if "memlane_add" in peer:
+        row("memlane add (defaults, background work on)", peer["memlane_add"],
+            f"{peer['add_p50_ratio']} / {peer['add_p95_ratio']}")
+        row("Agents SDK SQLiteSession.add_items", peer["agents_sdk_add_items"])
+    elif peer:
+        rows.append(("memlane add (defaults) vs SQLiteSession", "skipped", "", peer["skipped"]))
     turns = result.get("store_interaction_checkpoint")
     if turns:
         row("store_interaction, checkpoint before return", turns["sync"],

@@ -20,6 +20,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,8 +74,23 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MessageInput = Message | Mapping[str, Any]
-#: Called after messages are durably stored: (session, stored messages).
+#: Called after messages are durably stored: (session as the append left it, stored messages).
 Observer = Callable[[Session, list[Message]], None]
+
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A session a write goes to, as the writer knows it (see Memory._target)."""
+
+    session_id: str
+    created_at: datetime
+    counter: TokenCounter
+
+
+class _StaleTarget(Exception):
+    """The session under a target's id is gone or was created again: nothing was written."""
+
 
 #: How often auto_prune_days is applied again while a memory stays open.
 _PRUNE_EVERY_S = 86_400.0
@@ -426,13 +442,6 @@ class Memory:
         self._count_encodings.put(session.id, (session.created_at, encoding))
         return encoding
 
-    def _cache_counter(self, session: Session) -> TokenCounter:
-        """The counter whose counts are cached on new messages of ``session``."""
-        encoding = self.token_encoding_of(session)
-        if encoding is None or encoding == self.counter.name:
-            return self.counter
-        return get_counter(encoding)
-
     def get_session(self, session_id: str) -> Session:
         session = self.store.get_session(session_id)
         if session is None:
@@ -558,8 +567,22 @@ class Memory:
 
     # ------------------------------------------------------------ writing
 
-    def _prepare(self, session: Session, raw: MessageInput, **defaults: Any) -> Message:
-        session_id = session.id
+    def _target(self, session_id: str, *, fresh: bool = False, **fields: Any) -> _Target:
+        """Where a write goes: the session's id, when it was created, and the counter of
+        its cached token counts. A session this memory created or wrote to before is known
+        without a read (the append checks, in its own transaction, that it is still that
+        session); otherwise, or when ``fresh``, it is read (and created on first use)."""
+        known = None if fresh else self._count_encodings.get(session_id)
+        if known is not None:
+            created, encoding = known
+        else:
+            session = self.ensure_session(session_id, **fields)
+            created, encoding = session.created_at, self.token_encoding_of(session)
+        counter = self.counter if encoding is None or encoding == self.counter.name else get_counter(encoding)
+        return _Target(session_id, created, counter)
+
+    def _prepare(self, target: _Target, raw: MessageInput, **defaults: Any) -> Message:
+        session_id = target.session_id
         msg = message_from_input(raw, max_chars=self.settings.max_message_chars)
         for key, value in defaults.items():
             if value is not None and getattr(msg, key) in (None, "", {}):
@@ -572,23 +595,33 @@ class Memory:
                 "message whose tool_calls contain this id first"
             )
         msg.session_id = session_id
-        msg.token_count = self._cached_count(session, msg)
+        msg.token_count = self._cached_count(target, msg)
         return msg
 
-    def _cached_count(self, session: Session, msg: Message) -> int | None:
+    @staticmethod
+    def _cached_count(target: _Target, msg: Message) -> int | None:
         """The token count to cache with a new message, or None (readers count it then)
         when the vocabulary is not loaded yet: a write never waits for it to load."""
-        counter = self._cache_counter(session)
+        counter = target.counter
         return counter.count_message(msg) if counts_cheaply(counter) else None
 
     def _append(
-        self, session: Session, messages: list[Message], turn: TurnRecord | None
+        self, target: _Target, messages: list[Message], turn: TurnRecord | None
     ) -> list[Message]:
+        """Store ``messages`` in one transaction, then tell the observers.
+
+        Raises _StaleTarget (nothing written) when the session under that id is no longer
+        the one ``target`` knew: the caller prepares the messages again for the new one."""
         self._retry_pending()
         if self._pruned_at is not None:
             self._auto_prune()
         try:
-            stored = self.store.append(session.id, messages, turn)
+            session, stored = self.store.append_to(
+                target.session_id, messages, turn, created_at=target.created_at
+            )
+        except SessionNotFoundError:
+            self._count_encodings.pop(target.session_id)
+            raise _StaleTarget from None
         except StorageError:
             if self.settings.on_storage_error != "log":
                 raise
@@ -597,7 +630,7 @@ class Memory:
                 len(messages),
             )
             with self._pending_lock:
-                self._pending.append((session.id, messages, turn))
+                self._pending.append((target.session_id, messages, turn))
             return messages
         self._notify(session, stored)
         return stored
@@ -671,9 +704,12 @@ class Memory:
         The seeds' name (docs/api.md): the same as ``add(session_id, message)``."""
         if not self.enabled:  # validated, not stored
             return self._unstored(session_id, message)
-        session = self.ensure_session(session_id)
-        msg = self._prepare(session, message)
-        return self._append(session, [msg], None)[0]
+        for fresh in (False, True):
+            target = self._target(session_id, fresh=fresh)
+            msg = self._prepare(target, message)
+            with contextlib.suppress(_StaleTarget):
+                return self._append(target, [msg], None)[0]
+        raise SessionNotFoundError(session_id)  # deleted again while being written to
 
     def add(
         self,
@@ -691,21 +727,24 @@ class Memory:
         """Append several messages in one transaction (all or nothing)."""
         if not self.enabled:
             return [self._unstored(session_id, m) for m in messages]
-        session = self.ensure_session(session_id)
-        prepared: list[Message] = []
-        known_calls: set[str] = set()
-        for raw in messages:
-            msg = message_from_input(raw, max_chars=self.settings.max_message_chars)
-            if msg.role == "tool" and msg.tool_call_id not in known_calls:
-                msg = self._prepare(session, msg)
-            else:
-                msg.session_id = session.id
-                msg.token_count = self._cached_count(session, msg)
-            known_calls.update(c["id"] for c in msg.tool_calls or ())
-            prepared.append(msg)
-        if not prepared:
-            return []
-        return self._append(session, prepared, None)
+        given = [message_from_input(m, max_chars=self.settings.max_message_chars) for m in messages]
+        for fresh in (False, True):
+            target = self._target(session_id, fresh=fresh)
+            prepared: list[Message] = []
+            known_calls: set[str] = set()
+            for msg in given:
+                if msg.role == "tool" and msg.tool_call_id not in known_calls:
+                    msg = self._prepare(target, msg)
+                else:
+                    msg.session_id = target.session_id
+                    msg.token_count = self._cached_count(target, msg)
+                known_calls.update(c["id"] for c in msg.tool_calls or ())
+                prepared.append(msg)
+            if not prepared:
+                return []
+            with contextlib.suppress(_StaleTarget):
+                return self._append(target, prepared, None)
+        raise SessionNotFoundError(session_id)  # deleted again while being written to
 
     def store_interaction(
         self,
@@ -735,9 +774,9 @@ class Memory:
             return str(uuid.uuid4())
         if session_id is None:
             session_id = self.active_session_for(user_id, query)
-        session = self.ensure_session(session_id, user_id=user_id)
+        target = self._target(session_id, user_id=user_id)
         if resolve and "resolved_query" not in meta and isinstance(query, str) and query.strip():
-            for key, value in self.resolve_references(query, session.id).to_metadata().items():
+            for key, value in self.resolve_references(query, session_id).to_metadata().items():
                 meta.setdefault(key, value)
         turn_id = str(uuid.uuid4())
         fields = {k: meta.pop(k) for k in TURN_FIELDS if k in meta}
@@ -749,15 +788,6 @@ class Memory:
             if value is not None and not isinstance(value, int | float):
                 raise InvalidInputError(f"{key} must be a number")
         when = created_at or utcnow()
-        user = self._prepare(
-            session,
-            {"role": "user", "content": query, "author_id": author_id or user_id,
-             "author_name": author_name, "turn_id": turn_id, "created_at": when},
-        )
-        assistant = self._prepare(
-            session,
-            {"role": "assistant", "content": response, "turn_id": turn_id, "created_at": when},
-        )
         record = TurnRecord(
             turn_id=turn_id,
             intent=fields.get("intent"),
@@ -770,10 +800,26 @@ class Memory:
             context_used=fields.get("context_used"),
             metadata=meta,
         )
-        self._append(session, [user, assistant], record)
-        for hook in self.parts.turn_hooks:
-            hook(session.id)  # the per-turn checkpoint (settings.checkpoint_per_turn)
-        return turn_id
+        for fresh in (False, True):
+            if fresh:
+                target = self._target(session_id, fresh=True, user_id=user_id)
+            user = self._prepare(
+                target,
+                {"role": "user", "content": query, "author_id": author_id or user_id,
+                 "author_name": author_name, "turn_id": turn_id, "created_at": when},
+            )
+            assistant = self._prepare(
+                target,
+                {"role": "assistant", "content": response, "turn_id": turn_id, "created_at": when},
+            )
+            try:
+                self._append(target, [user, assistant], record)
+            except _StaleTarget:
+                continue
+            for hook in self.parts.turn_hooks:
+                hook(session_id)  # the per-turn checkpoint (settings.checkpoint_per_turn)
+            return turn_id
+        raise SessionNotFoundError(session_id)  # deleted again while being written to
 
     def active_session_for(self, user_id: str | None, query: str | None = None) -> str:
         """The user's most recently active open session, or a new one (auto-create)."""

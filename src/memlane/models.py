@@ -246,8 +246,8 @@ def _check_text(value: object, what: str, max_chars: int) -> str:
 
 def check_json(value: object, what: str) -> JSON:
     """Metadata must be a JSON object that round-trips; reject anything else loudly."""
-    if value is None:
-        return {}
+    if value is None or (type(value) is dict and not value):
+        return {}  # nothing to check (a new empty dict: the caller's is never shared)
     check_object(value, what)  # depth first: json.dumps recurses
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)

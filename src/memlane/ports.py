@@ -116,6 +116,17 @@ class MessageLog(Protocol):
     def append(
         self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None
     ) -> list[Message]: ...
+    def append_to(
+        self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None,
+        *, created_at: datetime | None = None,
+    ) -> tuple[Session, list[Message]]:
+        """``append`` that also returns the session row as the append left it, read in the
+        same transaction, so the write path needs no read of its own before it.
+
+        SessionNotFoundError (nothing written) when there is no such session, or when
+        ``created_at`` is given and the session under that id is not the one created
+        then (it was deleted and created again)."""
+        ...
     def recent_messages(
         self,
         session_id: str,

@@ -2,7 +2,7 @@
 
 ``add`` only pays for a counter increment: the observer counts user turns per session
 and, every ``settings.promote_every`` turns, hands the session id to one background
-thread (started on demand, gone when idle). The thread reads the session's log from its
+thread (started on demand, gone after a while idle). The thread reads the session's log from its
 watermark (``promotion_progress``), extracts candidates, passes each through the gate and
 records facets, then moves the watermark — so a crash between "message stored" and "notes
 written" only means the next run (a context read, ``flush``, ``memlane maintain``) picks
@@ -33,6 +33,8 @@ __all__ = ["Promoter"]
 log = logging.getLogger(__name__)
 
 _BATCH = 500
+#: How long the promoting thread waits for more sessions before it ends.
+_IDLE_SECONDS = 30.0
 
 
 class Promoter:
@@ -92,6 +94,9 @@ class Promoter:
     def _work(self) -> None:
         while True:
             with self._cond:
+                # Linger a while before exiting: starting a thread is the caller's cost
+                # (observe runs on its thread), so an agent's steady turns reuse this one.
+                self._cond.wait_for(lambda: self._queue or self._closed, _IDLE_SECONDS)
                 if not self._queue or self._closed:
                     self._thread = None
                     self._cond.notify_all()

@@ -207,7 +207,8 @@ class SessionManager:
         if session.status == "paused":
             self._set_status(session.id, "active", state=False)
             self.enforce_limit(session.user_id, keep=session.id)
-        elif session.message_count == 0 and session.status in OPEN_STATUSES:
+        elif session.message_count == len(stored) and session.status in OPEN_STATUSES:
+            # The session as the append left it: these are its first messages.
             self.enforce_limit(session.user_id, keep=session.id)
 
     # ------------------------------------------------------------ helpers

@@ -72,6 +72,8 @@ from memlane.store.rows import encode_item
 from memlane.store.sql_reads import SqlReads
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from memlane.apikeys import KeyStore
     from memlane.bus.bell import Doorbell
     from memlane.ports import NoteRepository
@@ -528,37 +530,39 @@ class PostgresStore(SqlReads, SqlRecords, EventReads):
             ),
         )
 
-    @staticmethod
-    def _lock_session(conn: Conn, session_id: str) -> str:
-        """Lock the session row for this transaction; returns its tenant."""
-        row = conn.execute(
-            "SELECT tenant_id FROM sessions WHERE id = %s FOR NO KEY UPDATE", (session_id,)
-        ).fetchone()
-        if row is None:
-            raise SessionNotFoundError(session_id)
-        return str(row[0])
-
     def append(
         self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None
     ) -> list[Message]:
+        return self.append_to(session_id, messages, turn)[1]
+
+    def append_to(
+        self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None,
+        *, created_at: datetime | None = None,
+    ) -> tuple[Session, list[Message]]:
         if not messages:
-            if self.get_session(session_id) is None:
+            found = self.get_session(session_id)
+            if found is None:
                 raise SessionNotFoundError(session_id)
-            return []
+            return found, []
         # Activity follows the messages' own time, so imported history ages correctly.
         last_at = max(_aware(m.created_at) for m in messages)
 
-        def run(conn: Conn) -> list[Message]:
-            tenant = self._lock_session(conn, session_id)
-            stored = self._insert_messages(conn, tenant, session_id, messages)
-            if turn is not None:
-                self._insert_turn(conn, tenant, session_id, turn, stored[0], stored[-1])
-            conn.execute(
+        def run(conn: Conn) -> tuple[Session, list[Message]]:
+            # The session row first: the UPDATE locks it for this transaction (no key
+            # change: FOR NO KEY UPDATE), tells that it exists and returns it as the
+            # append leaves it, so the write path reads no session beforehand.
+            row = conn.execute(
                 "UPDATE sessions SET message_count = message_count + %s, updated_at = now(), "
-                "last_active_at = GREATEST(last_active_at, %s) WHERE id = %s",
-                (len(stored), last_at, session_id),
-            )
-            return stored
+                f"last_active_at = GREATEST(last_active_at, %s) WHERE id = %s RETURNING {_SESSION_COLS}",
+                (len(messages), last_at, session_id),
+            ).fetchone()
+            session = row_to_session(row) if row is not None else None
+            if session is None or (created_at is not None and session.created_at != created_at):
+                raise SessionNotFoundError(session_id)  # rolled back: nothing written
+            stored = self._insert_messages(conn, session.tenant_id, session_id, messages)
+            if turn is not None:
+                self._insert_turn(conn, session.tenant_id, session_id, turn, stored[0], stored[-1])
+            return session, stored
 
         return self.write(run)
 

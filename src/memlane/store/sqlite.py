@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -450,22 +451,31 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
     def append(
         self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None
     ) -> list[Message]:
-        now = time.time()
+        return self.append_to(session_id, messages, turn)[1]
 
-        def run(conn: sqlite3.Connection) -> list[Message]:
-            if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
-                raise SessionNotFoundError(session_id)
+    def append_to(
+        self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None = None,
+        *, created_at: datetime | None = None,
+    ) -> tuple[Session, list[Message]]:
+        now = time.time()
+        # Activity follows the messages' own time, so imported history ages correctly.
+        last_at = max((to_epoch(m.created_at) for m in messages), default=0.0)
+
+        def run(conn: sqlite3.Connection) -> tuple[Session, list[Message]]:
+            # The session row first: one statement both tells that it exists and returns
+            # it as the append leaves it, so the write path reads no session beforehand.
+            rows = conn.execute(
+                "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
+                f"last_active_at = MAX(last_active_at, ?) WHERE id = ? RETURNING {_SESSION_COLS}",
+                (len(messages), now, last_at, session_id),
+            ).fetchall()  # to the end: a RETURNING statement left open would block COMMIT
+            session = self._session(rows[0]) if rows else None
+            if session is None or (created_at is not None and session.created_at != created_at):
+                raise SessionNotFoundError(session_id)  # rolled back: nothing written
             stored = self._insert_messages(conn, session_id, messages)
             if turn is not None:
                 self._insert_turn(conn, session_id, turn, stored[0], stored[-1])
-            # Activity follows the messages' own time, so imported history ages correctly.
-            last_at = max(to_epoch(m.created_at) for m in messages)
-            conn.execute(
-                "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
-                "last_active_at = MAX(last_active_at, ?) WHERE id = ?",
-                (len(stored), now, last_at, session_id),
-            )
-            return stored
+            return session, stored
 
         return self.write(run)
 
