@@ -81,7 +81,9 @@ def _wire_writes(mem: Memory) -> None:
 
     def wake_and_cap(session: Session, stored: list[Message]) -> None:
         # What SessionManager.on_append acts on; other writes need no session manager.
-        new_for_user = session.message_count == 0 and session.user_id is not None and session.status in _OPEN
+        # The session as the append left it: a count of just these messages is its first write.
+        first = session.message_count == len(stored)
+        new_for_user = first and session.user_id is not None and session.status in _OPEN
         if session.status == "paused" or new_for_user:
             manager = parts.sessions
             if manager is not None:
