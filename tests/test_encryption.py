@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import random
+import shutil
 import subprocess
 import sys
 import uuid
@@ -10,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from memlane import Memory
-from memlane.errors import EncryptionKeyError
+from memlane.errors import EncryptionKeyError, StorageError
+from memlane.store.sqlite_crypt import convert
 from tests.server_support import cli_env
 from tests.test_erase import ANCHOR, traces
 
@@ -155,3 +160,116 @@ def test_backups_of_an_encrypted_store_are_encrypted_and_restore_with_the_key(tm
     with Memory(db, key=KEY, embedder="hashing") as mem:
         assert mem.store.get_session("room") is None and mem.store.get_session("other") is not None
     assert traces(db.parent, token) == {}
+
+
+def _big_store(db: Path, token: str) -> int:
+    """A store large enough that copying it takes a while (tens of MB); returns its message count."""
+    rng = random.Random(7)
+    with Memory(db, embedder="none", durability="normal") as mem:
+        for s in range(200):
+            mem.add_messages(f"s{s}", [
+                {"role": "user", "content": f"{token} " + " ".join(str(rng.random()) for _ in range(200))}
+                for _ in range(20)
+            ])
+        return mem.store.count_messages()
+
+
+def _count(db: Path, key: str | None) -> int:
+    with Memory(db, key=key, embedder="none") as mem:
+        return mem.store.count_messages()
+
+
+def _kill_at(home: Path, env: dict[str, str], db: Path, command: str, phase: str) -> None:
+    """Run ``memlane <command>`` in a real process and SIGKILL it once it reports ``phase``."""
+    proc = subprocess.Popen([sys.executable, "-m", "memlane.cli.main", "--store", str(db), command, "--yes"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**cli_env(home), **env})
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith(f"{phase}:"):
+            break
+    proc.kill()  # SIGKILL: no cleanup of any kind
+    proc.wait(60)
+    assert any(x.startswith(f"{phase}:") for x in seen), "".join(seen)
+
+
+@pytest.mark.parametrize(("command", "phase"), [("encrypt", "copying"), ("encrypt", "scrubbing"),
+                                                ("decrypt", "copying")])
+def test_a_conversion_killed_midway_resumes_with_nothing_lost(tmp_path: Path, token: str, command: str,
+                                                             phase: str) -> None:
+    db = tmp_path / "store" / "m.db"
+    count = _big_store(db, token)
+    env = {"MEMLANE_KEY": KEY}
+    if command == "decrypt":
+        assert _cli(tmp_path, env, "--store", str(db), "encrypt", "--yes").returncode == 0
+    _kill_at(tmp_path, env, db, command, phase)
+    # Wherever the kill landed, the store opens in one of its two forms with every message.
+    forms = [_count(db, k) for k in (None, KEY) if _opens(db, k)]
+    assert forms == [count]
+    done = _cli(tmp_path, env, "--store", str(db), command, "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["resumed"] in ("restarted", "finished", "already")
+    assert _count(db, KEY if command == "encrypt" else None) == count
+    left = {p.name for p in db.parent.iterdir()}
+    assert left <= {"m.db", "m.db-locks", "m.db-erasures", "m.db-wal", "m.db-shm"}, left
+    if command == "encrypt":
+        assert traces(db.parent, token) == {}  # no plaintext copy anywhere
+
+
+def _opens(db: Path, key: str | None) -> bool:
+    try:
+        Memory(db, key=key, embedder="none").close()
+        return True
+    except StorageError:
+        return False
+
+
+def test_a_run_killed_after_the_swap_scrubs_the_old_file_next_time(tmp_path: Path, token: str) -> None:
+    """The state a kill between the rename and the zeroing leaves: the encrypted store in
+    place and the plaintext old file still linked as .m.db.replaced."""
+    db = tmp_path / "store" / "m.db"
+    with Memory(db, embedder="none") as mem:
+        _fill_plain(mem, token)
+    spare = tmp_path / "spare" / "m.db"
+    spare.parent.mkdir()
+    shutil.copy(db, spare)
+    convert(spare, KEY, encrypt=True)
+    os.link(db, db.with_name(".m.db.replaced"))
+    os.replace(spare, db)
+    assert traces(db.parent, token)  # the old file, through the link
+    steps: list[str] = []
+    report = convert(db, KEY, encrypt=True, progress=lambda what, done, total: steps.append(what))
+    assert report.resumed == "finished" and "scrubbing" in steps
+    assert traces(db.parent, token) == {}
+    assert {p.name for p in db.parent.iterdir()} == {"m.db"}
+    assert _count(db, KEY) == 10
+
+
+def test_a_run_killed_before_the_swap_starts_over(tmp_path: Path, token: str) -> None:
+    db = tmp_path / "store" / "m.db"
+    with Memory(db, embedder="none") as mem:
+        _fill_plain(mem, token)
+    os.link(db, db.with_name(".m.db.replaced"))  # the link is made, the rename never happened
+    (db.parent / ".m.db.encrypting").write_bytes(b"half a copy")
+    report = convert(db, KEY, encrypt=True)
+    assert report.resumed == "restarted"
+    assert traces(db.parent, token) == {}
+    assert _count(db, KEY) == 10
+
+
+def test_encrypting_twice_or_with_another_key(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with Memory(db, embedder="none") as mem:
+        mem.add("s", "hello")
+    convert(db, KEY, encrypt=True)
+    assert convert(db, KEY, encrypt=True).resumed == "already"
+    with pytest.raises(EncryptionKeyError, match="another key"):
+        convert(db, "not the key", encrypt=True)
+    assert _count(db, KEY) == 1
+
+
+def _fill_plain(mem: Memory, token: str) -> None:
+    for i in range(10):
+        mem.add("room", f"The code {i} is {token}.")

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from memlane.cli.common import console, state
+from memlane.cli.progress import progress_bar
 
 
 def _convert(ctx: typer.Context, *, encrypt: bool, yes: bool, as_json: bool) -> None:
@@ -28,7 +29,8 @@ def _convert(ctx: typer.Context, *, encrypt: bool, yes: bool, as_json: bool) -> 
         raise ConfigError(f"{verb} needs the key: set MEMLANE_KEY, or name the variable with --key-env NAME")
     if not yes:
         typer.confirm(f"{verb.capitalize()} {target}? Stop every process using it first.", abort=True)
-    report = convert(target, key, encrypt=encrypt)
+    with progress_bar() as update:
+        report = convert(target, key, encrypt=encrypt, progress=update)
     # Checkpoints beside the store hold message text: sealed with the same key, or opened.
     directory = checkpoint_dir(Path(target), st.settings().checkpoint_dir)
     if directory.is_dir():
@@ -36,8 +38,14 @@ def _convert(ctx: typer.Context, *, encrypt: bool, yes: bool, as_json: bool) -> 
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
         return
+    if report.resumed == "already":
+        console.print(f"{report.path} is already {verb}ed ({report.tables} tables, {report.rows:,} rows); "
+                      "nothing to do", highlight=False)
+        return
+    note = {"restarted": "; an interrupted run's partial copy was scrubbed and the copy redone",
+            "finished": "; an interrupted run's swap was finished and the old file scrubbed"}.get(report.resumed, "")
     console.print(f"{verb}ed {report.path}: {report.tables} tables, {report.rows:,} rows verified "
-                  f"({report.bytes:,} bytes, {report.seconds:.1f}s)", highlight=False)
+                  f"({report.bytes:,} bytes, {report.seconds:.1f}s){note}", highlight=False)
 
 
 def encrypt_cmd(
@@ -47,8 +55,9 @@ def encrypt_cmd(
 ) -> None:
     """Encrypt a SQLite store in place with SQLCipher (key from MEMLANE_KEY or --key-env).
 
-    A verified copy replaces the file in one rename; an interrupted run leaves the store as
-    it was, and running the command again starts over. Stop the processes using it first.
+    A verified copy replaces the file in one rename, then the old file is zeroed. Killed
+    at any point, nothing is lost: running the command again discards a partial copy or
+    finishes an interrupted swap. Stop the processes using the store first.
     """
     _convert(ctx, encrypt=True, yes=yes, as_json=as_json)
 
@@ -58,7 +67,7 @@ def decrypt_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Decrypt an encrypted SQLite store in place (same verified, restartable copy)."""
+    """Decrypt an encrypted SQLite store in place (same verified copy; rerun after an interruption)."""
     _convert(ctx, encrypt=False, yes=yes, as_json=as_json)
 
 
