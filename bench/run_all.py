@@ -40,6 +40,7 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
                    *(["--messages", "5000"] if quick else [])]),
         ("serve", ["bench", "serve", "--json", "--duration", "10" if quick else "60"]),
         ("events", ["bench", "events", "--json", *(["--events", "20", "--polls", "100"] if quick else [])]),
+        ("erase", ["bench", "erase", "--json", *(["--messages", "5000", "--erases", "5"] if quick else [])]),
         ("eval_references", ["eval", "references", "--json"]),
         ("eval_topics", ["eval", "topics", "--json"]),
         ("eval_relevance", ["eval", "relevance", "--json"]),

@@ -10,6 +10,7 @@ lock and erasure-log files).
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -22,7 +23,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from memlane import Memory
+from memlane.errors import StorageError
 from memlane.rooms.backup import backup_database, restore_database
+from memlane.store import sqlite_driver
 from tests.server_support import MEMLANE, cli_env, client_for
 
 ANCHOR = "@jan:matrix.org"
@@ -216,3 +219,47 @@ def test_deleted_records_leave_no_byte(tmp_path: Path, token: str) -> None:
         assert traces(db.parent, token) == {}  # store still open: the WAL was truncated
         assert store.list_records("thread:t2") == [("c0", b"kept")]
     assert traces(db.parent, token) == {}
+
+
+def test_erase_takes_full_text_entries_out_in_place(tmp_path: Path, token: str) -> None:
+    """On SQLite 3.44+ the full-text index deletes entries in place (no rewrite of the whole
+    index per erase): the index stays consistent, the rest stays searchable, 0 bytes left."""
+    db = tmp_path / "store" / "mem.db"
+    seed(db, token)
+    with open_mem(db) as mem:
+        mem.delete_session("room")
+        conn: Any = mem.store.connection  # type: ignore[attr-defined]
+        in_place = sqlite_driver.fts_secure_delete(conn)
+        for table in ("messages_fts", "notes_fts"):
+            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+            mode = conn.execute(f"SELECT v FROM {table}_config WHERE k = 'secure-delete'").fetchall()
+            assert mode == ([(1,)] if in_place else [])
+        assert [h.message.session_id for h in mem.search("hiking")] == ["other"]
+        assert mem.store.stats()["fts_secure_delete"] is sqlite_driver.fts_secure_delete()
+    assert traces(db.parent, token) == {}
+
+
+@pytest.mark.skipif(sqlite3.sqlite_version_info >= (3, 44, 0), reason="Python's own SQLite reads it")
+def test_an_older_sqlite_is_told_clearly_what_the_store_needs(tmp_path: Path, token: str) -> None:
+    db = tmp_path / "store" / "mem.db"
+    seed(db, token)
+    with open_mem(db) as mem:
+        if not mem.store.stats()["fts_secure_delete"]:
+            pytest.skip("this SQLite rewrites the index instead")
+        mem.delete_session("room")
+    old = sqlite3.connect(db)
+    try:
+        with pytest.raises(StorageError, match=r"SQLite 3\.44 or newer.*pysqlite3-binary"):
+            sqlite_driver.check_fts_format(old, str(db))  # type: ignore[arg-type]
+    finally:
+        old.close()
+
+
+def test_bench_erase_reports_both_store_sizes(tmp_path: Path) -> None:
+    done = subprocess.run([MEMLANE, "bench", "erase", "--messages", "2000", "--erases", "2", "--json"],
+                          capture_output=True, text=True, env=cli_env(tmp_path), timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["messages_small"], result["messages_large"], result["erases"]) == (200, 2000, 2)
+    assert result["small"]["p50_ms"] > 0 and result["large"]["p50_ms"] > 0
+    assert result["fts_secure_delete"] is sqlite_driver.fts_secure_delete()

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from memlane.errors import (
     SessionNotFoundError,
     StorageError,
 )
+from memlane.store import sqlite_driver
 from memlane.store.sqlite import SQLiteStore
 from memlane.tokens import get_counter
 
@@ -285,8 +285,10 @@ def test_fail_open_keeps_messages_and_retries(tmp_path: Path, caplog: pytest.Log
     with Memory(_locked_store(path), on_storage_error="log", embedder="none") as mem:
         sid = mem.create_session()
         mem.add(sid, "before the outage")
-        # Another process holds the write lock: a real "database is locked" failure.
-        locker = sqlite3.connect(path, isolation_level=None)
+        # Another connection holds the write lock: a real "database is locked" failure. It
+        # uses the store's own SQLite library: two copies of SQLite in one process do not
+        # see each other's locks (sqlite.org/howtocorrupt.html, 2.2.1).
+        locker = sqlite_driver.connect(str(path), None, isolation_level=None)
         locker.execute("BEGIN EXCLUSIVE")
         with caplog.at_level(logging.ERROR):
             held = mem.add(sid, "kept while storage fails")
@@ -305,7 +307,7 @@ def test_fail_open_keeps_messages_and_retries(tmp_path: Path, caplog: pytest.Log
         ]
     with Memory(_locked_store(tmp_path / "g.db"), embedder="none") as strict:
         sid = strict.create_session()
-        locker = sqlite3.connect(tmp_path / "g.db", isolation_level=None)
+        locker = sqlite_driver.connect(str(tmp_path / "g.db"), None, isolation_level=None)
         locker.execute("BEGIN EXCLUSIVE")
         try:
             with pytest.raises(StorageError):

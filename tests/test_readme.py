@@ -29,6 +29,8 @@ NOT_RUN = {
                            "runs the same command at a small size",
     "memlane bench cold": "10 rounds of fresh processes beside the Agents SDK; "
                           "test_cold_start.py::test_bench_cold_reports_figures_ratios_and_targets runs it with --runs 1",
+    "memlane bench erase": "two stores of 10,000 and 100,000 messages; "
+                           "test_erase.py::test_bench_erase_reports_both_store_sizes runs it at a small size",
 }
 #: the examples/ programs: tests/acceptance/test_examples.py runs each (some need a chat model on 127.0.0.1,
 #: which that test starts), so here they are only checked to exist

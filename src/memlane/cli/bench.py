@@ -72,7 +72,21 @@ def events_cmd(
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 
+def erase_cmd(
+    messages: int = typer.Option(100_000, "--messages", min=1000, help="Messages in the large store (the small one has a tenth)."),
+    erases: int = typer.Option(20, "--erases", min=1, help="Conversations erased from each store."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Cost of erasing one conversation (0 bytes left) on a store and on one ten times larger."""
+    from memlane.bench_erase import format_table, run_erase_bench
+
+    with status("benchmarking erase") as say:
+        result = run_erase_bench(messages=messages, erases=erases, progress=say)
+    print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
 def register(app: typer.Typer) -> None:
+    app.command("erase")(erase_cmd)
     app.command("events")(events_cmd)
     app.command("write")(write_cmd)
     app.command("cold")(cold_cmd)

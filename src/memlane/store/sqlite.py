@@ -73,6 +73,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: The full-text indexes (messages, notes) an erase must leave without a trace.
+_FTS_TABLES = ("messages_fts", "notes_fts")
+
 _UPDATABLE_SESSION_FIELDS = frozenset(
     {"title", "system_prompt", "metadata", "status", "user_id", "agent_id", "last_active_at"}
 )
@@ -142,6 +145,11 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
             self._readers: list[sqlite3.Connection] = []
             self._term_budget = TermBudget()  # keyword queries on a large log: see term_budget.py
             self._migrate()
+            self._fts_secure: bool | None = None  # known at the first erase
+            sqlite_driver.check_fts_format(self._conn, self.path)
+        except StorageError:
+            self.close()
+            raise
         except sqlite_driver.DATABASE_ERRORS as exc:  # not a database, truncated, damaged, wrong key
             self._conn.close()
             if self._file_locks is not None:
@@ -357,19 +365,23 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
         """Erase rows and everything derived from them; the bytes go from the files too.
 
         Deletes run with ``secure_delete`` on (set when the connection opens), which
-        zeroes freed cells and pages; the full-text indexes are then merged
-        (``'optimize'``), since FTS5 keeps a deleted row's tokens in older segments until
-        they merge; and the WAL, which still holds the old page images, is checkpointed
-        and truncated. ``log`` appends the ids to the erasure log (a replay does not).
+        zeroes freed cells and pages. The full-text indexes keep a deleted row's tokens in
+        older segments until they merge: on SQLite 3.44+ their ``secure-delete`` option
+        takes the entries out of those segments in place, so the cost follows what is
+        erased (``memlane bench erase``); an older SQLite merges every segment
+        (``'optimize'``), a rewrite of the whole index. The WAL, which still holds the old
+        page images, is then checkpointed and truncated. ``log`` appends the ids to the
+        erasure log (a replay does not).
         """
         if request.empty:
             return EraseCounts()
         now = utcnow()
 
         def run(conn: sqlite3.Connection) -> EraseCounts:
+            in_place = self._fts_in_place_deletes(conn)  # before the deletes: their triggers use it
             counts = erase_rows(conn, DIALECT, request, now)
-            if counts.messages or counts.notes or counts.sessions:
-                for table in ("messages_fts", "notes_fts"):
+            if not in_place and (counts.messages or counts.notes or counts.sessions):
+                for table in _FTS_TABLES:
                     # 'optimize' rewrites every segment into one, leaving deleted rows out.
                     conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
             return counts
@@ -383,6 +395,22 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
             self.erasures.append(request, counts, now)
         self.truncate_wal()
         return counts
+
+    def _fts_in_place_deletes(self, conn: sqlite3.Connection) -> bool:
+        """Switch the full-text indexes to in-place deletes once, when this SQLite can.
+
+        Only at the first erase: from then on the index needs SQLite 3.44+ to be read
+        (sqlite_driver.check_fts_format), and a store never erased stays readable by older ones.
+        """
+        if self._fts_secure is None:
+            self._fts_secure = sqlite_driver.fts_secure_delete(conn)
+        if not self._fts_secure:
+            return False
+        for table in _FTS_TABLES:
+            on = conn.execute(f"SELECT v FROM {table}_config WHERE k = 'secure-delete'").fetchall()
+            if not on or int(on[0][0]) != 1:
+                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
+        return True
 
     def _after_delete(self) -> None:
         self.truncate_wal()
@@ -682,6 +710,8 @@ class SQLiteStore(SqlReads, SqlRecords, EventReads):
             "turns": row[3],
             "bytes": size,
             "schema_version": max(self.schema_versions()),
+            "sqlite_version": sqlite_driver.sqlite_version(),
+            "fts_secure_delete": sqlite_driver.fts_secure_delete(),
         }
 
     # ------------------------------------------------------------ the store's other ports
