@@ -63,11 +63,13 @@ def store(tmp_path: Path) -> Iterator[SQLiteStore]:
 
 def test_index_text_is_stemmed_in_the_message_language() -> None:
     assert keyword_text("Die Datenbanken, die Größe", "de") == "die datenbank die gross"
+    assert keyword_text("self-care, Caroline’s", "en") == "self care carolin s"  # FTS5's token parts
     assert keyword_text("painted fences", "en") == "paint fenc"
     assert keyword_text("painted fences", None) == "paint fenc"  # unknown: English
     # a query word is looked up by both languages' stems, once each
     assert keyword_stems("datenbanken") == ("datenbanken", "datenbank")
     assert keyword_stems("haus") == ("haus",)
+    assert keyword_stems("caroline's")[0] == "carolin s"  # the possessive, as a phrase
 
 
 def test_sqlite_finds_other_word_forms_in_both_languages(store: SQLiteStore) -> None:

@@ -251,3 +251,26 @@ def test_killed_before_flush_is_embedded_at_next_start(tmp_path: Path) -> None:
     with Memory(path, embedder="hashing") as mem:
         mem.flush()
         assert mem.extensions["recall"].index.count() == 40
+
+
+def test_speaker_names_stay_out_of_the_query_vector(tmp_path: Path) -> None:
+    """A name in the question would pull the query vector towards every turn that greets
+    that person; the speaker part scores names, the vector gets the rest of the question."""
+    from memlane.models import MessageFilter
+
+    with Memory(str(tmp_path / "names.db"), embedder="minilm") as mem:
+        mem.create_session(session_id="s", user_id="u")
+        greet, paint = mem.add_messages("s", [
+            {"role": "user", "content": "Hey Melanie! So good to talk to you again, Melanie.",
+             "author_name": "Caroline"},
+            {"role": "assistant", "content": "I painted a sunrise over the lake last weekend.",
+             "author_name": "Melanie"},
+        ])
+        mem.flush(timeout=None)
+        engine = mem.parts.recall
+        assert engine is not None and engine.index is not None and greet.id and paint.id
+        question = "What did Melanie paint?"
+        found = {c.message.id: c for c in engine.candidates(question, MessageFilter(user_id="u"))}
+        with_name = engine.index.similarities(engine.embed_query(question), [greet.id])[greet.id]
+        assert found[greet.id].semantic < with_name
+        assert found[paint.id].semantic > found[greet.id].semantic

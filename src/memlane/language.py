@@ -36,6 +36,7 @@ __all__ = [
     "Language",
     "content_words",
     "detect_language",
+    "index_parts",
     "is_stopword",
     "keyword_stems",
     "keyword_text",
@@ -227,11 +228,23 @@ def stems(text: str, language: Language | None = None, *, drop_stopwords: bool =
 
 
 def keyword_text(text: str, language: str | None) -> str:
-    """``text`` as the keyword index stores it: every word (stopwords too, so document
+    """``text`` as the keyword index stores it: every word (function words too, so document
     lengths stay those of the text) as its Snowball stem in ``language`` ("de"; anything
     else stems as English). German stems fold umlauts and ß ("Größe" -> "gross")."""
     lng: Language = "de" if language == "de" else "en"
-    return " ".join(_stemmer(lng).stemWords(words(text)))
+    # FTS5 cuts "self-care" and "caroline's" at the hyphen and the apostrophe; stemming the
+    # parts (not the whole, whose last part alone would lose its ending) keeps every index
+    # term equal to the stem a query word gets.
+    return " ".join(_stemmer(lng).stemWords(index_parts(text)))
+
+
+#: What FTS5's unicode61 tokenizer calls a token: a run of letters and digits.
+_INDEX_PART_RE = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def index_parts(text: str) -> list[str]:
+    """The lower-cased tokens FTS5 sees in ``text`` ("Caroline's" -> "caroline", "s")."""
+    return _INDEX_PART_RE.findall(text.lower())
 
 
 def keyword_stems(word: str) -> tuple[str, ...]:
@@ -240,7 +253,9 @@ def keyword_stems(word: str) -> tuple[str, ...]:
     A message is stemmed in its own language, which short or mixed messages may be judged
     wrongly; the query asks for both stems, and the other language's stem of a word
     rarely equals a different word's stem ("sisters": "sister", "sist")."""
-    return tuple(dict.fromkeys(stem(word, lng) for lng in LANGUAGES))
+    # "caroline's" is a phrase of two index terms, "carolin s": the possessive itself, as
+    # the user typed it (a bare "carolin" also matches every turn that greets Caroline).
+    return tuple(dict.fromkeys(" ".join(stem(p, lng) for p in index_parts(word)) for lng in LANGUAGES))
 
 
 # ----------------------------------------------------------------- sentences

@@ -10,8 +10,8 @@ Search runs in two stages, both cheap:
    * ``semantic`` — cosine similarity, scaled between the pool's floor and its best;
    * ``keyword`` — BM25 over the best BM25 of the pool;
    * ``speaker`` — the query names the message's author ("what did Caroline research");
-     names are also left out of the BM25 query, where they would match every turn that
-     merely addresses that person;
+     names are also left out of the BM25 query and of the text the query vector is made
+     from, where they would match every turn that merely addresses that person;
    * ``coverage`` — share of the query's (crudely stemmed) terms found in the message and its
      adjacent turns: BM25 sees one turn, an answer is often spread over two;
    * ``neighbour`` — an adjacent turn of the same session scored high: answers sit next to
@@ -161,7 +161,8 @@ class RecallConfig:
     semantic_floor: float = 0.1
     #: how many of a session's best candidates make its relevance
     session_top: int = 3
-    #: leave speakers' names out of the keyword query (the speaker part scores them)
+    #: leave speakers' names out of the keyword query and the query vector (the speaker
+    #: part scores them)
     strip_names: bool = True
     #: share of the query's terms found in the message and its adjacent turns
     coverage: float = 0.3
@@ -304,6 +305,10 @@ class RecallEngine:
                 # The translations are a query of their own: mixed into the original one they
                 # would reorder its hits (English LoCoMo lost recall that way).
                 translated = self._pool().submit(self.store.keyword_search, " ".join(added), flt, limit=size)
+        if mode == "hybrid":
+            # Names leave the vector's text too: "What did Melanie paint?" otherwise leans
+            # towards every turn that greets Melanie (LoCoMo held R@10 0.746 -> 0.774).
+            vec_query = self._keyword_query(vec_query)
         qvec = self.embed_query(vec_query) if mode in ("hybrid", "semantic") and self.index else None
         # The vector scan (GIL released) and fetching its messages also run before waiting
         # for BM25, so on two cores the two searches overlap rather than add up; messages
