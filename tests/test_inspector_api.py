@@ -4,6 +4,7 @@ timeline (per-day counts, summary coverage, checkpoint) and the memory overview.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from memlane.models import MessageFilter, SessionFilter
 from memlane.server.auth import key_store_for
 from memlane.server.tenancy import Caller, TenantView
 from tests.server_support import auth, client_for, new_key, running_server
+from tests.test_cli import run
 
 
 def _two_days(mem: Memory, sid: str, *, tenant: str = "default") -> None:
@@ -151,3 +153,23 @@ def test_overview_figures_admin_and_tenant(tmp_path: Path) -> None:
     assert mine["tenant_id"] == "acme" and (f["sessions"], f["messages"], f["notes"]) == (1, 10, 1)
     assert f["database_bytes"] is None and f["index_backlog"] is None  # they span every tenant
     mem.close()
+
+
+def test_cli_corrects_a_note_and_history_says_why(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    with Memory(db, embedder="none") as mem:
+        mem.create_session(session_id="s1", user_id="ana")
+        note = mem.add_note("Ana lives in Porto", session_id="s1", user_id="ana", slot="home", value="Porto")
+    out = run("--store", str(db), "notes", "correct", str(note.id), "Ana lives in Lisbon", "--value", "Lisbon",
+              "--reason", "moved in May", env={"COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert "now says: Ana lives in Lisbon" in out.stdout
+    history = run("--store", str(db), "notes", "history", str(note.id), env={"COLUMNS": "200"})
+    assert "corrected by hand by cli: moved in May" in history.stdout, history.stdout
+    as_json = json.loads(run("--store", str(db), "notes", "history", str(note.id), "--json").stdout)
+    assert [v["superseded_why"] for v in as_json] == ["corrected by hand by cli: moved in May", None]
+    again = run("--store", str(db), "notes", "correct", str(note.id), "Ana lives in Faro")
+    assert again.returncode != 0 and "correct the current version" in again.stderr
+    with Memory(db, embedder="none") as mem:
+        entry = mem.audit_log(session_id="s1")[0]
+    assert (entry.action, entry.actor_id, entry.detail["reason"]) == ("correct_note", "cli", "moved in May")

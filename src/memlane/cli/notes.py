@@ -1,6 +1,6 @@
 """Commands for long-term notes, memory commands, the archive tier, lifecycle and backups.
 
-``memlane notes list|add|history|facets|forget|promote``, ``memlane audit``, ``memlane say``
+``memlane notes list|add|history|correct|facets|forget|promote``, ``memlane audit``, ``memlane say``
 (run a memory command as someone), ``memlane maintain``, ``memlane archive``,
 ``memlane restore-archive``, ``memlane backup``, ``memlane restore``.
 """
@@ -17,6 +17,7 @@ from rich.table import Table
 from memlane.cli.common import STORE_OPTION, console, state
 from memlane.cli.render import add_plain_row
 from memlane.errors import InvalidInputError, PermissionDeniedError
+from memlane.notes.models import AuditEntry
 
 notes_app = typer.Typer(help="Long-term notes: what memlane distilled from conversations.", no_args_is_help=True)
 
@@ -89,10 +90,44 @@ def notes_history(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     store: str | None = STORE_OPTION,
 ) -> None:
-    """How a note changed: every version, oldest first."""
+    """How a note changed: every version, oldest first, and why each was superseded."""
+    from memlane.notes.why import explain_history
+
     with state(ctx, store).open() as mem:
         versions = mem.note_history(note_id)
-    _print_notes(versions, as_json)
+        notes = mem.parts.notes
+        explained = explain_history(versions, lambda i: notes.store.get_note(i) if notes is not None else None)
+    if as_json:
+        print(json.dumps(explained, ensure_ascii=False, indent=2))
+        return
+    _print_notes(versions, False)
+    for item in explained:
+        if item["superseded_why"]:
+            console.print(f"{item['id']} → {item['superseded_by'] or '-'}: {item['superseded_why']}",
+                          highlight=False, markup=False)
+
+
+@notes_app.command("correct")
+def notes_correct(
+    ctx: typer.Context,
+    note_id: int = typer.Argument(..., help="The current version of the note."),
+    text: str = typer.Argument(..., help="What the note should say instead."),
+    value: str | None = typer.Option(None, "--value", help="The slot's new value (default: kept, or the text)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why: shown in its history and the audit log."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE_OPTION,
+) -> None:
+    """Correct a note: a new version supersedes it; the old one stays in its history."""
+    with state(ctx, store).open() as mem:
+        note = mem.correct_note(note_id, text, value=value, reason=reason, corrected_by="cli")
+        detail = {"note_id": note_id, "new_note_id": note.id, **({"reason": reason} if reason else {})}
+        mem.audit(AuditEntry(action="correct_note", actor_id="cli", actor_name="memlane CLI", is_anchor=False,
+                             allowed=True, result="ok", session_id=note.session_id, tenant_id=note.tenant_id,
+                             detail=detail))
+    if as_json:
+        print(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        console.print(f"note {note.id} now says: {note.text} (was note {note_id})", highlight=False, markup=False)
 
 
 @notes_app.command("facets")
