@@ -40,7 +40,7 @@ def _watched(tmp_path: Path, browser: Any) -> Iterator[tuple[Any, str, Memory]]:
     errors: list[str] = []
     with running_server(mem) as url, Memory(db, embedder="none") as other:
         page = ready_page(browser, url, errors)
-        expect(page.locator("#live")).to_have_attribute("data-state", "on")
+        expect(page.locator("#live")).to_have_attribute("data-state", "on", timeout=15_000)
         yield page, url, other
         assert _same_document(page)
         page.close()
@@ -60,12 +60,12 @@ def test_new_messages_and_forgets_appear_without_reload(tmp_path: Path, browser:
                                 session_id="trip", author_name="Ana")
         new = other.load_session("trip")[-2:]
         expect(page.locator(f"#msg-{new[0].id}")).to_contain_text("tram 28", timeout=15_000)
-        expect(page.locator(f"#msg-{new[1].id}")).to_contain_text("every 10 minutes")
+        expect(page.locator(f"#msg-{new[1].id}")).to_contain_text("every 10 minutes", timeout=15_000)
         assert page.locator("#transcript .msg").count() == before + 2
         assert page.locator("#transcript .msg").last.get_attribute("id") == f"msg-{new[1].id}"
         count = other.get_session("trip").message_count
-        expect(page.locator(".session-item[data-session='trip'] .m")).to_contain_text(f"{count} msgs")
-        expect(page.locator(".s-meta")).to_contain_text(f"{count} messages")
+        expect(page.locator(".session-item[data-session='trip'] .m")).to_contain_text(f"{count} msgs", timeout=15_000)
+        expect(page.locator(".s-meta")).to_contain_text(f"{count} messages", timeout=15_000)
         shot(page, "inspector-live-appended.png", full_page=True)
 
         # it forgets one message: gone from the page
@@ -113,7 +113,7 @@ def test_live_stream_with_a_key_sees_only_its_tenant(tmp_path: Path, browser: An
         page.fill("#key-input", acme)
         page.click("#key-form button[type=submit]")
         page.wait_for_selector("#transcript")
-        expect(page.locator("#live")).to_have_attribute("data-state", "on")
+        expect(page.locator("#live")).to_have_attribute("data-state", "on", timeout=15_000)
         seen_before = page.evaluate("document.body.dataset.lastEvent || ''")
         # another tenant's new session and message: no event reaches this page
         writer.create_session(session_id="other-2", tenant_id="other")
