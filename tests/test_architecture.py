@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 import memlane
-from memlane import errors
+from memlane import Memory, errors
 
 PACKAGE = Path(memlane.__file__).parent
 
@@ -30,7 +32,7 @@ ADAPTERS = ("memlane.store", "memlane.bus", "memlane.sealing", "memlane.search.e
 FEATURES = ("memlane.context", "memlane.state", "memlane.search", "memlane.notes", "memlane.rooms")
 FACADE = frozenset({
     "memlane", "memlane.memory", "memlane.client", "memlane.components", "memlane.parts",
-    "memlane.transfer", "memlane.aio", "memlane.surface",
+    "memlane.transfer", "memlane.aio", "memlane.surface", "memlane.resume",
 })
 LAYER_NAMES = ("core", "adapters", "features", "facade", "edges")
 
@@ -268,3 +270,78 @@ def test_errors_nest() -> None:
         obj = getattr(errors, name)
         if isinstance(obj, type) and issubclass(obj, Exception) and obj.__module__ == errors.__name__:
             assert issubclass(obj, errors.MemlaneError), name
+
+
+#: Feature functions that still take the whole ``Memory`` (module.function). Every other
+#: feature takes the ports it uses (``memlane.ports``: Essentials, SessionStore, ...) or
+#: plain callables. This list only shrinks: a new entry fails the test, and so does one
+#: that no longer takes Memory (remove it here).
+STILL_TAKE_MEMORY = frozenset({
+    "memlane.rooms.forget.forget_conversation",
+    "memlane.rooms.handler.handle_command",
+    "memlane.rooms.handler._Runner.__init__",
+    "memlane.rooms.lifecycle._service",
+    "memlane.rooms.lifecycle.archive_session",
+    "memlane.rooms.lifecycle.unarchive_session",
+    "memlane.rooms.lifecycle._all_sessions",
+    "memlane.rooms.lifecycle.maintain",
+    "memlane.rooms.lifecycle._trim_ids",
+    "memlane.rooms.lifecycle.MaintenanceTimer.__init__",
+})
+
+
+def _takes_memory(annotation: ast.expr | None) -> bool:
+    return annotation is not None and re.search(r"\bMemory\b", ast.unparse(annotation)) is not None
+
+
+def _functions(tree: ast.AST, prefix: str) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    out: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.append((f"{prefix}.{node.name}", node))
+        elif isinstance(node, ast.ClassDef):
+            out.extend(_functions(node, f"{prefix}.{node.name}"))
+    return out
+
+
+def test_features_take_ports_not_memory() -> None:
+    taking: set[str] = set()
+    for m in modules().values():
+        if layer(m.name) != 2:
+            continue
+        for name, fn in _functions(m.tree, m.name):
+            args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+            if any(_takes_memory(a.annotation) for a in args):
+                taking.add(name)
+        for node in ast.walk(m.tree):  # a record of a feature holding a Memory (dataclass field)
+            if isinstance(node, ast.ClassDef):
+                for stmt in node.body:
+                    if isinstance(stmt, ast.AnnAssign) and _takes_memory(stmt.annotation):
+                        taking.add(f"{m.name}.{node.name}.{ast.unparse(stmt.target)}")
+    new = sorted(taking - STILL_TAKE_MEMORY)
+    assert new == [], (
+        "features take the ports they use (memlane/ports.py: Essentials, SessionStore, ...) or "
+        "callables, never the whole Memory (components.py wires them):\n" + "\n".join(new)
+    )
+    narrowed = sorted(STILL_TAKE_MEMORY - taking)
+    assert narrowed == [], f"no longer take Memory; remove from STILL_TAKE_MEMORY: {narrowed}"
+
+
+def test_a_memory_part_is_made_on_first_use(tmp_path: Path) -> None:
+    """Opening a Memory makes no part; reading one makes it (and those before it)."""
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        assert not mem.parts.built("recall") and not mem.parts.built("notes")
+        sid = mem.create_session()
+        mem.add(sid, "a message: nothing is made for it")
+        assert not mem.parts.built("recall") and not mem.parts.built("state")
+        assert mem.parts.state is not None
+        assert mem.parts.built("recall") and mem.parts.built("state") and not mem.parts.built("notes")
+        mem.flush(60)  # background work makes the rest
+        assert mem.parts.built("notes") and mem.parts.built("checkpoints")
+
+
+def test_the_old_extensions_view_warns_and_still_works(tmp_path: Path) -> None:
+    with Memory(tmp_path / "x.db", embedder="none") as mem:
+        with pytest.warns(DeprecationWarning, match="mem.parts"):
+            view = mem.extensions
+        assert view["state"] is mem.parts.state and "indexer" not in view

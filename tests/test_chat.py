@@ -89,7 +89,7 @@ def test_chat_commands_clear_load_forget(tmp_path: Path, model: TinyModel) -> No
     with Memory(tmp_path / "chat.db", embedder="none") as mem:
         # /forget is the audited Anchor command: the history is gone, an empty shell stays.
         assert mem.load_session("old-one", include_hidden=True) == []
-        (entry,) = mem.extensions["notes"].store.list_audit(session_id="old-one")
+        (entry,) = mem.parts.notes.store.list_audit(session_id="old-one")
         assert (entry.action, entry.is_anchor, entry.allowed, entry.result) == (
             "forget_conversation", True, True, "ok")
 
@@ -157,7 +157,7 @@ def test_chat_is_the_anchor_in_the_cli_conversation_and_runs_memory_commands(
         first, reply, _question, _answer = mem.load_session("cli")
         assert first.author_id == "cli-user" and mem.is_anchor(first.author_id) and first.author_name == "ana"
         assert first.pinned and reply.pinned  # "merk dir das" pinned the exchange
-        audit = mem.extensions["notes"].store.list_audit(session_id="cli")
+        audit = mem.parts.notes.store.list_audit(session_id="cli")
         assert sorted(e.action for e in audit) == ["remember"]
         assert all(e.is_anchor and e.allowed and e.actor_id == "cli-user" for e in audit)
 
@@ -168,5 +168,5 @@ def test_chat_is_the_anchor_in_the_cli_conversation_and_runs_memory_commands(
     with Memory(tmp_path / "chat.db", embedder="none") as mem:
         assert mem.load_session("cli", include_hidden=True) == []
         assert mem.search("Kakao") == [] and mem.notes("Kakao") == []
-        actions = [e.action for e in mem.extensions["notes"].store.list_audit(session_id="cli")]
+        actions = [e.action for e in mem.parts.notes.store.list_audit(session_id="cli")]
         assert "forget_conversation" in actions

@@ -27,7 +27,7 @@ from tests.context_scripts import DE, EN, tool_groups_intact, write_script
 
 
 def _checkpoints(mem: Memory) -> CheckpointManager:
-    manager = mem.extensions["checkpoints"]
+    manager = mem.parts.checkpoints
     assert isinstance(manager, CheckpointManager)
     return manager
 
@@ -138,11 +138,11 @@ def test_hydrate_fresh_marks_resuming_and_next_turn_reactivates(db: Path) -> Non
 def test_shutdown_then_hydrate(db: Path) -> None:
     _session(db, DE)
     with Memory(db, embedder="hashing") as mem:
-        summaries: SummaryManager = mem.extensions["summaries"]
+        summaries: SummaryManager = mem.parts.summaries
         before = summaries.load("ops")
         assert before is None  # 12 turns: no full block is due yet (10 + 3 raw)
         promoted: list[str] = []
-        mem.extensions["promote"] = promoted.append
+        mem.parts.promote = promoted.append
         written = mem.shutdown("ops")
         assert list(written) == ["ops"] and written["ops"] == str(_path(mem, "ops"))
         # §6.2: the final delta folds every turn but the 3 raw ones, even a partial block.
@@ -163,7 +163,7 @@ def test_shutdown_then_hydrate(db: Path) -> None:
         # New turns continue the blocks where the shutdown left them.
         write_script(mem, "ops", EN[:11])
         mem.flush()
-        rec = mem.extensions["summaries"].load("ops")
+        rec = mem.parts.summaries.load("ops")
         assert [b.first_turn for b in rec.blocks] == [0, 9] and rec.covered_turns == 19
 
 
@@ -226,7 +226,7 @@ def test_stale_and_missing_checkpoints(db: Path, caplog: pytest.LogCaptureFixtur
     _session(db, EN[:5])
     # Another process wrote to the log without the checkpointer (the store directly).
     with Memory(db, embedder="hashing") as mem:
-        mem.extensions["checkpoints"].directory = None  # this process keeps no checkpoints
+        mem.parts.checkpoints.directory = None  # this process keeps no checkpoints
         write_script(mem, "ops", EN[5:])
         mem.flush()
     with Memory(db, embedder="hashing") as mem:
@@ -249,7 +249,7 @@ def test_stale_and_missing_checkpoints(db: Path, caplog: pytest.LogCaptureFixtur
 def test_fresh_checkpoint_restores_lost_derived_summary(db: Path) -> None:
     _session(db, EN)
     with Memory(db, embedder="hashing") as mem:
-        text = mem.extensions["summaries"].load("ops").text
+        text = mem.parts.summaries.load("ops").text
         mem.store.delete_derived("ops", "summary")  # derived work lost in a crash
         packet = mem.hydrate("ops")
         assert packet.meta["hydration"] == {**packet.meta["hydration"], "checkpoint": "fresh"}

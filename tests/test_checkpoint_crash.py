@@ -126,7 +126,7 @@ def test_sigkill_mid_turn_resumes_with_the_right_state(tmp_path: Path, extra_lin
             if newest.role != "assistant" or not newest.tool_calls:
                 assert msgs[-1]["content"] == newest.content
             # A fresh checkpoint was written for the next crash.
-            checkpoints = mem.extensions["checkpoints"]
+            checkpoints = mem.parts.checkpoints
             assert isinstance(checkpoints, CheckpointManager)
             assert checkpoints.check("crash")[0] == "fresh"
             start = max(acked_users) + 1

@@ -57,7 +57,7 @@ def test_a_write_and_window_process_loads_no_model_and_no_vectors(tmp_path: Path
     assert not [t for t in out["threads"] if t.startswith(("memlane-indexer", "memlane-embed"))]
     # Nothing is lost: the first search of a later process embeds the backlog.
     with Memory(db) as mem:
-        index = mem.extensions["recall"].index
+        index = mem.parts.recall.index
         assert index.count() == 0 and len(index.missing_ids(100)) == 32
         mem.flush(300)
         assert index.count() == 32
@@ -100,7 +100,7 @@ def test_deleting_in_a_write_only_process_loads_no_model(tmp_path: Path) -> None
     # What was erased stays erased once a later process catches up on derived data.
     with Memory(db) as mem:
         mem.flush(300)
-        assert mem.extensions["recall"].index.count() == 19
+        assert mem.parts.recall.index.count() == 19
         hits = mem.search("ferry to Cacilhas", top_k=50)
         assert hits and {h.message.session_id for h in hits} == {"keep"}
         assert all("answer 9" not in h.message.content for h in hits)
@@ -140,14 +140,14 @@ def test_derived_work_waits_for_a_reader_then_catches_up_on_every_earlier_write(
         assert not mem.background_work_started
         assert mem.store.get_derived(sid, STATE_KIND) is None
         assert mem.store.get_derived(sid, SUMMARY_KIND) is None
-        assert mem.extensions["recall"].index.count() == 0
+        assert mem.parts.recall.index.count() == 0
         mem.flush(60)  # a reader starts background work: the earlier writes are caught up
         assert mem.background_work_started
         assert mem.store.get_derived(sid, STATE_KIND) is not None
         assert mem.store.get_derived(sid, SUMMARY_KIND) is not None
-        assert mem.extensions["recall"].index.count() == 16
+        assert mem.parts.recall.index.count() == 16
         mem.add(sid, "And a table for dinner afterwards?")  # from now on, as they come
         mem.flush(60)
-        assert mem.extensions["recall"].index.count() == 17
+        assert mem.parts.recall.index.count() == 17
         state = mem.get_state(sid)
         assert state.message_count == 17 and "kayak" in " ".join(state.active_topics).lower()

@@ -83,7 +83,7 @@ def test_ordinary_messages_are_not_audited(mem: Memory) -> None:
     mem.add("room", "hello", author_id=MARIA)
     res = mem.handle_command("room", "hello there", MARIA)
     assert not res.recognized and res.action is None
-    assert mem.extensions["notes"].store.list_audit() == []
+    assert mem.parts.notes.store.list_audit() == []
 
 
 def test_mark_important_pins_the_whole_exchange_and_writes_a_note(mem: Memory) -> None:
@@ -102,7 +102,7 @@ def test_mark_important_pins_the_whole_exchange_and_writes_a_note(mem: Memory) -
     mem.create_session(session_id="empty")
     empty = mem.handle_command("empty", "merk dir das", ANCHOR)
     assert empty.allowed and not empty.changed and "keine frühere Nachricht" in empty.message
-    assert mem.extensions["notes"].store.list_audit(session_id="empty")[0].result == "no_change"
+    assert mem.parts.notes.store.list_audit(session_id="empty")[0].result == "no_change"
 
 
 def test_remember_with_a_statement_makes_a_structured_note_that_supersedes(mem: Memory) -> None:
@@ -145,7 +145,7 @@ def test_a_command_that_changes_nothing_is_audited_as_no_change(mem: Memory) -> 
     mem.archive_session("room")
     res = mem.handle_command("room", "archive this conversation", ANCHOR)
     assert res.allowed and not res.changed
-    entry = mem.extensions["notes"].store.list_audit()[0]
+    entry = mem.parts.notes.store.list_audit()[0]
     assert (entry.action, entry.allowed, entry.result, entry.id) == ("archive", True, "no_change", res.audit_id)
 
 

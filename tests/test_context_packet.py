@@ -101,7 +101,7 @@ def test_summaries_present_after_ten_turns_every_strategy(mem: Memory) -> None:
     sid = mem.create_session(session_id="long")
     write_script(mem, sid, EN, repeat=3)  # 42 turns
     mem.flush()
-    record = mem.extensions["summaries"].load(sid)
+    record = mem.parts.summaries.load(sid)
     assert record is not None and record.covered_turns == 30 and len(record.blocks) == 3
     for name in ("summary", "hybrid"):
         packet = mem.context(sid, max_tokens=1200, strategy=name)
@@ -170,7 +170,7 @@ def test_long_term_notes_extension(mem: Memory) -> None:
         calls.append((session_id, query, max_tokens))
         return [_Note("The user prefers zstd compression."), _Note("Backups go to nas:/volume1.")]
 
-    mem.extensions["notes"] = notes
+    mem.parts.notes = notes
     packet = mem.context(sid, max_tokens=1000)
     assert packet.notes == ["The user prefers zstd compression.", "Backups go to nas:/volume1."]
     assert calls == [("n", "The weekly ones.", 100)]  # no query: the newest user message
@@ -181,9 +181,9 @@ def test_long_term_notes_extension(mem: Memory) -> None:
     def broken(session_id: str, query: str | None, max_tokens: int) -> list[_Note]:
         raise NotFoundError("notes store unavailable")
 
-    mem.extensions["notes"] = broken
+    mem.parts.notes = broken
     assert mem.context(sid, max_tokens=1000).notes == []  # skipped, no crash
-    mem.extensions["notes"] = object()
+    mem.parts.notes = object()
     assert mem.context(sid, max_tokens=1000).notes == []
 
 

@@ -59,7 +59,7 @@ def test_brief_turn_keeps_the_question() -> None:
 
 def test_policy_every_ten_turns_keep_three_raw(mem: Memory) -> None:
     sid = mem.create_session(session_id="p")
-    manager: SummaryManager = mem.extensions["summaries"]
+    manager: SummaryManager = mem.parts.summaries
     seen: list[int] = []
     for i in range(1, 30):
         mem.store_interaction(f"Question {i} about the garden irrigation plan?",
@@ -91,7 +91,7 @@ def test_incremental_delta_per_block(mem: Memory, locomo_files: list[Path]) -> N
     sid = mem.create_session(session_id="loc")
     write_locomo(mem, locomo_files[1], sid, sessions=4)
     mem.flush()
-    manager: SummaryManager = mem.extensions["summaries"]
+    manager: SummaryManager = mem.parts.summaries
     rec = manager.load(sid)
     assert rec is not None and len(rec.blocks) >= 3
     texts = [b.text for b in rec.blocks]
@@ -112,7 +112,7 @@ def test_incremental_delta_per_block(mem: Memory, locomo_files: list[Path]) -> N
 def test_not_on_the_hot_path(tmp_path: Path) -> None:
     """Appends return before summarizing; flush() waits for the background thread."""
     with Memory(tmp_path / "m.db", embedder="hashing") as mem:
-        manager: SummaryManager = mem.extensions["summaries"]
+        manager: SummaryManager = mem.parts.summaries
         gate = threading.Event()
         original = manager.update
         timed_out: list[str] = []  # an update waited the whole minute: a write waited for it
@@ -157,14 +157,14 @@ def test_flush_is_chained(tmp_path: Path) -> None:
         sid = mem.create_session(session_id="f")
         write_script(mem, sid, DE)
         mem.flush()
-        assert mem.extensions["summaries"].worker.flush(0)  # nothing left queued
+        assert mem.parts.summaries.worker.flush(0)  # nothing left queued
 
 
 def test_forget_and_clear_rebuild_without_the_messages(mem: Memory) -> None:
     sid = mem.create_session(session_id="fg")
     write_script(mem, sid, EN)
     mem.flush()
-    manager: SummaryManager = mem.extensions["summaries"]
+    manager: SummaryManager = mem.parts.summaries
     rec = manager.load(sid)
     assert rec is not None and "job-4711" in rec.text
     secret = [m for m in mem.load_session(sid) if "job-4711" in m.content]
@@ -202,13 +202,13 @@ def test_llm_summarizer_when_configured(tmp_path: Path, chat_server: TinyModel) 
         sid = mem.create_session(session_id="llm")
         write_script(mem, sid, EN)
         mem.flush()
-        rec = mem.extensions["summaries"].load(sid)
+        rec = mem.parts.summaries.load(sid)
         assert rec is not None and rec.summarizer == "llm:tiny"
         assert rec.text.startswith("LLM summary") and rec.blocks[0].text.startswith("LLM summary")
         assert any("disk usage" in r["messages"][-1]["content"] for r in chat_server.requests)
     # Unreachable endpoint: the offline summary is used, nothing breaks.
     with Memory(tmp_path / "m2.db", embedder="hashing", llm_base_url="http://127.0.0.1:9/v1") as mem:
-        manager: SummaryManager = mem.extensions["summaries"]
+        manager: SummaryManager = mem.parts.summaries
         manager.summarizer.max_attempts = 1  # type: ignore[attr-defined]
         sid = mem.create_session(session_id="down")
         write_script(mem, sid, EN)

@@ -50,7 +50,7 @@ sid = mem.create_session(session_id="exit")
 mem.add_messages(sid, [{"role": "user", "content": f"note {i}: the picnic moved to Sintra"}
                        for i in range(int(sys.argv[2]))])
 mem.search("picnic")  # a search starts the background indexer
-indexer = mem.extensions["indexer"]
+indexer = mem.parts.indexer
 while indexer.embedded == 0:  # wait until it is embedding, with its thread pool in use
     time.sleep(0.01)
 print("pending", indexer.pending(), flush=True)
@@ -72,7 +72,7 @@ def test_exit_while_embedding_is_quiet_and_the_next_open_resumes_the_backlog(tmp
     pending = int(proc.stdout.split()[-1])
     assert pending > 0, "the indexer had finished before exit: nothing was left to resume"
     with Memory(db) as mem:
-        index = mem.extensions["recall"].index
+        index = mem.parts.recall.index
         left = index.missing_ids(total + 1)
         assert 0 < len(left) < total  # exit kept what was embedded and left the rest
         mem.flush(300)  # the next open's indexer picks the backlog up ...

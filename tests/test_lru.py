@@ -70,7 +70,7 @@ def test_summary_locks_do_not_pile_up(tmp_path: Path) -> None:
     import gc
 
     with Memory(tmp_path / "s.db", embedder="none") as mem:
-        summaries = mem.extensions["summaries"]
+        summaries = mem.parts.summaries
         held = summaries.lock("kept")
         for i in range(200):
             with summaries.lock(f"s{i}"):

@@ -148,20 +148,20 @@ def test_database_of_the_float32_variant_keeps_working(tmp_path: Path) -> None:
         mem.add("s1", "We adopted a beagle called Max who loves carrots.")
         mem.add("s1", "The quarterly report shows revenue up twelve percent.")
         mem.flush()
-        assert mem.extensions["recall"].index.model_info().model_id == MINILM_F32_MODEL_ID
+        assert mem.parts.recall.index.model_info().model_id == MINILM_F32_MODEL_ID
 
     # The default spec ("minilm") goes on with the variant that made the vectors ...
     with Memory(path) as mem:
-        assert mem.extensions["indexer"].embedder.activations == "float32"
+        assert mem.parts.indexer.embedder.activations == "float32"
         mem.add("s1", "Max chewed through another pair of shoes.")
         mem.flush()
         assert "beagle" in mem.search("what kind of dog did they adopt")[0].message.content
     # ... `memlane reindex` moves it to the int8 default ...
     cli_main(["--store", str(path), "reindex"])
     with Memory(path) as mem:
-        assert mem.extensions["indexer"].embedder.activations == "int8"
-        assert mem.extensions["recall"].index.model_info().model_id == MINILM_MODEL_ID
-        assert mem.extensions["recall"].index.count() == 3
+        assert mem.parts.indexer.embedder.activations == "int8"
+        assert mem.parts.recall.index.model_info().model_id == MINILM_MODEL_ID
+        assert mem.parts.recall.index.count() == 3
     # ... after which asking for the old variant by name is the usual mismatch error.
     with pytest.raises(EmbedderMismatchError, match="memlane reindex"):
         Memory(path, embedder="minilm-f32")

@@ -154,7 +154,7 @@ def test_a_note_is_never_written_for_messages_forgotten_meanwhile(mem: Memory) -
 
 def test_promotion_is_off_the_hot_path_and_every_n_turns(tmp_path: Path) -> None:
     with Memory(tmp_path / "p.db", embedder="none", anchor_id=ANCHOR, promote_every=3) as mem:
-        service = mem.extensions["notes"]
+        service = mem.parts.notes
         mem.start_background_work()  # as a long-running bot does: promote while it writes
         mem.add("room", "I love jazz.", author_id=ANCHOR)
         mem.add("room", "Nice.", role="assistant")
@@ -197,7 +197,7 @@ def test_notes_for_the_packet_are_relevant_first_and_within_budget(mem: Memory) 
     for text in ["I love jazz.", "I work at CERN.", "My favourite drink is tea.", "I moved to Berlin.",
                  "I'm allergic to peanuts."]:
         mem.add("room", text, author_id=ANCHOR)
-    provider = mem.extensions["notes"]
+    provider = mem.parts.notes
     found = provider("room", "Which music should we play? jazz", 200)
     assert found[0].text == "JanHein loves jazz."
     assert len(found) == 5

@@ -26,13 +26,13 @@ def mem(pg_url: str) -> Iterator[Memory]:
 
 
 def test_notes_supersede_history_and_visibility_on_postgres(mem: Memory) -> None:
-    assert isinstance(mem.extensions["notes"].store, PostgresNoteStore)
+    assert isinstance(mem.parts.notes.store, PostgresNoteStore)
     ensure_room(mem, "!a:x", name="A")
     mem.add("!a:x", "I love coffee in the morning.", author_id=ANCHOR, author_name="JanHein")
     mem.add("!a:x", "I work at CERN.", author_id=MARIA, author_name="Maria")
     mem.add("cli", "Actually I don't like coffee anymore, I prefer tea now.", author_id=ANCHOR)
     mem.flush()
-    provider = mem.extensions["notes"]
+    provider = mem.parts.notes
     texts = [n.text for n in provider("cli", "coffee or tea?", 500)]
     assert "JanHein does not like coffee." in texts and "JanHein prefers tea." in texts
     assert "JanHein loves coffee in the morning." not in texts and "Maria works at CERN." not in texts
@@ -41,7 +41,7 @@ def test_notes_supersede_history_and_visibility_on_postgres(mem: Memory) -> None
     history = mem.note_history(old.id or 0)
     assert [(n.polarity, n.current) for n in history] == [(1, False), (-1, True)]
     assert history[0].valid_to == history[1].valid_from
-    facets = mem.extensions["notes"].store.list_facets(session_id="!a:x")
+    facets = mem.parts.notes.store.list_facets(session_id="!a:x")
     assert ("entity", "CERN") in {(f.kind, f.value) for f in facets}
 
 
@@ -56,8 +56,8 @@ def test_commands_forget_and_archive_on_postgres(mem: Memory) -> None:
     assert done.allowed and done.detail["messages"] == 2 and done.detail["notes"] == 2
     assert [n.text for n in mem.notes(include_history=True)] == ["JanHein moved to Hamburg."]
     assert mem.search("CERN Friday") == []
-    assert mem.extensions["notes"].store.list_facets(session_id="!a:x") == []
-    audit = mem.extensions["notes"].store.list_audit()
+    assert mem.parts.notes.store.list_facets(session_id="!a:x") == []
+    audit = mem.parts.notes.store.list_audit()
     assert [(e.actor_id, e.result, e.command) for e in audit] == [
         (ANCHOR, "ok", "forget this conversation"), (MARIA, "refused", "[forgotten]"),
     ]

@@ -54,7 +54,7 @@ def test_switching_embedders_via_the_cli(tmp_path: Path, capsys: pytest.CaptureF
     main(["--store", str(path), "reindex", "--embedder", "hashing"])
     assert "30 vectors" in capsys.readouterr().out
     with Memory(path, embedder="hashing") as mem:
-        assert mem.extensions["recall"].index.count() == 30
+        assert mem.parts.recall.index.count() == 30
     store = SQLiteStore(path)
     try:  # pretend the vectors came from another model: memlane refuses until reindex
         store.write(lambda c: c.execute("UPDATE vector_meta SET value = 'x' WHERE key = 'recipe'"))

@@ -96,7 +96,7 @@ def test_maintain_archives_inactive_conversations_which_stay_searchable(mem: Mem
     assert mem.get_session("old").status == "archived"
     assert mem.maintain().archived == []  # once is enough
     assert [h.message.session_id for h in mem.search("old turn")][:1] == ["old"]
-    assert mem.extensions["notes"].store.archived_sessions()[0][0] == "old"
+    assert mem.parts.notes.store.archived_sessions()[0][0] == "old"
     assert mem.unarchive_session("old") and mem.get_session("old").status == "active"
     assert not mem.unarchive_session("old")
 

@@ -86,10 +86,10 @@ def test_the_anchor_is_recognised_in_two_rooms_and_the_cli(mem: Memory) -> None:
         "Anchor (JanHein): Let's plan the week.\nAssistant: Sure, what is first?"
     )
     # Bound to the Memory's Anchor (and its name) for the context engine:
-    assert mem.extensions["render_transcript"](cli[:1]) == "Anchor (JanHein): Let's plan the week."
+    assert mem.parts.render_transcript(cli[:1]) == "Anchor (JanHein): Let's plan the week."
 
     # Memory about the Anchor is shared by every room and the CLI; Maria's stays in her room.
-    provider = mem.extensions["notes"]
+    provider = mem.parts.notes
     for room in (PHYSICS, FAMILIE, CLI):
         texts = [n.text for n in provider(room, "coffee Hamburg", 500)]
         assert "JanHein loves coffee in the morning." in texts, room
@@ -121,7 +121,7 @@ def test_a_non_anchor_forget_is_refused_and_changes_nothing(mem: Memory) -> None
     assert (mem.store.count_messages(PHYSICS), len(mem.notes(include_history=True))) == before
     assert mem.store.count_messages(FAMILIE) == 4
 
-    audit = mem.extensions["notes"].store.list_audit()
+    audit = mem.parts.notes.store.list_audit()
     assert [(e.actor_id, e.action, e.allowed, e.result) for e in audit] == [
         (OMA, "remember", False, "refused"),
         (OMA, "forget_conversation", False, "refused"),
@@ -138,7 +138,7 @@ def test_a_changed_preference_supersedes_and_the_packet_shows_only_the_new_one(m
     _say(mem, CLI, None, None, "Tea it is.")
     mem.flush()
 
-    provider = mem.extensions["notes"]
+    provider = mem.parts.notes
     texts = [n.text for n in provider(FAMILIE, "What should JanHein drink, coffee or tea?", 500)]
     assert "JanHein does not like coffee." in texts
     assert "JanHein prefers tea." in texts
@@ -178,7 +178,7 @@ def test_an_anchor_forget_removes_everything_derived(mem: Memory) -> None:
     conn = mem.store.connection  # type: ignore[attr-defined]
     marks = ",".join("?" * len(physics_ids))
     # The checkpoint component is part of every build: a missing one must fail, not skip.
-    checkpoints = mem.extensions["checkpoints"]
+    checkpoints = mem.parts.checkpoints
     checkpoints.write(PHYSICS)
     path = checkpoints.path_for(PHYSICS)
     assert path is not None
@@ -228,7 +228,7 @@ def test_an_anchor_forget_removes_everything_derived(mem: Memory) -> None:
     recall = mem.handle_command(FAMILIE, "what do you remember about CERN?", ANCHOR)
     assert recall.notes == [] and recall.hits == []
     # The audit log keeps who/what/when of every command, not the forgotten words.
-    audit = mem.extensions["notes"].store.list_audit(session_id=PHYSICS)
+    audit = mem.parts.notes.store.list_audit(session_id=PHYSICS)
     assert [(e.action, e.result) for e in audit] == [
         ("forget_conversation", "ok"), ("remember", "ok"), ("mark_important", "ok"),
     ]

@@ -58,7 +58,7 @@ def _chat(mem: Memory, sid: str = "chat", user: str = "u1", day: int = 0) -> lis
 
 def test_add_returns_before_embedding_and_flush_waits(tmp_path: Path) -> None:
     with Memory(tmp_path / "m.db", embedder="hashing", durability="normal") as mem:
-        indexer = mem.extensions["indexer"]
+        indexer = mem.parts.indexer
         mem.flush()  # starts background work: from now on writes are embedded as they come
         slow = GatedEmbedder()
         indexer.embedder = slow
@@ -71,25 +71,25 @@ def test_add_returns_before_embedding_and_flush_waits(tmp_path: Path) -> None:
         slow.gate.set()
         mem.flush()
         assert indexer.pending() == 0
-        assert mem.extensions["recall"].index.count() == 20
+        assert mem.parts.recall.index.count() == 20
         assert slow.calls < 20, "messages were not batched"
 
 
 def test_flush_timeout_returns_and_close_drains(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     mem = Memory(path, embedder="hashing")
-    mem.extensions["indexer"].flush()
+    mem.parts.indexer.flush()
     slow = GatedEmbedder()
-    mem.extensions["indexer"].embedder = slow
+    mem.parts.indexer.embedder = slow
     sid = mem.create_session()
     for i in range(5):
         mem.add(sid, f"note {i}")
     mem.flush(0.05)  # gives up at its timeout: no batch can finish before the gate opens
-    assert not slow.timed_out and mem.extensions["indexer"].pending() > 0
+    assert not slow.timed_out and mem.parts.indexer.pending() > 0
     slow.gate.set()
     mem.close()  # drains the queue before stopping the thread
     assert not any(t.name == "memlane-indexer" and t.is_alive() for t in threading.enumerate()
-                   if t is mem.extensions["indexer"]._thread)
+                   if t is mem.parts.indexer._thread)
     store = SQLiteStore(path)
     try:
         assert SQLiteVectorIndex(store).count() == 5
@@ -101,10 +101,10 @@ def test_restart_embeds_the_backlog(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     with Memory(path, embedder="none") as mem:  # stored, never embedded (as after a crash)
         _chat(mem)
-        assert "indexer" not in mem.extensions
+        assert mem.parts.indexer is None
     with Memory(path, embedder="hashing") as mem:
         mem.flush()
-        assert mem.extensions["recall"].index.count() == len(FACTS)
+        assert mem.parts.recall.index.count() == len(FACTS)
         assert mem.search("beagle puppy")[0].message.author_name == "Ann"
 
 
@@ -202,7 +202,7 @@ def test_keyword_only_when_embedder_is_off(tmp_path: Path) -> None:
         hits = mem.search("kayak")
         assert hits and all("kayak" in h.message.content.lower() for h in hits)
         assert all(h.scores["semantic"] == 0.0 for h in hits)
-        assert mem.extensions["recall"].has_vectors is False
+        assert mem.parts.recall.has_vectors is False
 
 
 def test_importance_breaks_ties(mem: Memory) -> None:
@@ -223,7 +223,7 @@ def test_modes(mem: Memory, mode: str) -> None:
 
     _chat(mem)
     mem.flush()
-    hits = mem.extensions["recall"].search("kayak", MessageFilter(), 3, mode=mode)
+    hits = mem.parts.recall.search("kayak", MessageFilter(), 3, mode=mode)
     assert hits and "kayak" in hits[0].message.content.lower()
 
 
@@ -236,7 +236,7 @@ def test_killed_before_flush_is_embedded_at_next_start(tmp_path: Path) -> None:
         "import os, sys\n"
         "from memlane import Memory\n"
         "mem = Memory(sys.argv[1], embedder='hashing')\n"
-        "mem.extensions['indexer'].close(0)\n"  # the worker is gone: nothing gets embedded
+        "mem.parts.indexer.close(0)\n"  # the worker is gone: nothing gets embedded
         "for i in range(40):\n"
         "    mem.add('s', f'crash note {i} about kayaks')\n"
         "os._exit(0)\n"  # no close, no flush: as if the process was killed
@@ -250,7 +250,7 @@ def test_killed_before_flush_is_embedded_at_next_start(tmp_path: Path) -> None:
         store.close()
     with Memory(path, embedder="hashing") as mem:
         mem.flush()
-        assert mem.extensions["recall"].index.count() == 40
+        assert mem.parts.recall.index.count() == 40
 
 
 def test_speaker_names_stay_out_of_the_query_vector(tmp_path: Path) -> None:

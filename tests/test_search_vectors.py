@@ -159,7 +159,7 @@ def test_forget_and_delete_session_remove_vectors(tmp_path: Path) -> None:
         mem.add("a", "the garden is full of tomatoes")
         mem.add("b", "my kayak has a leak")
         mem.flush()
-        index = mem.extensions["recall"].index
+        index = mem.parts.recall.index
         assert index.count() == 3
         mem.forget_messages([a.id])
         assert index.count() == 2

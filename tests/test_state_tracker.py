@@ -224,7 +224,7 @@ def test_state_is_persisted_rebuilt_and_caught_up(tmp_path: Path) -> None:
 
     # Another writer without the tracker: the next read folds in what it missed.
     with Memory(db, embedder="hashing") as mem:
-        mem.extensions.pop("state")
+        mem.parts.state = None
         mem._observers.clear()
         mem.add(sid, "yes please")
     with Memory(db, embedder="hashing") as mem:

@@ -166,7 +166,7 @@ def test_memory_on_postgres_does_hybrid_recall_and_forgets(pg_url: str, fresh_pg
         mem.add("a", "the garden is full of tomatoes")
         mem.add("b", "my kayak has a leak")
         mem.flush()
-        index = mem.extensions["recall"].index
+        index = mem.parts.recall.index
         assert isinstance(index, PgVectorIndex) and index.count() == 3
         hits = mem.search("kayak")
         assert hits[0].scores.get("semantic", 0) > 0

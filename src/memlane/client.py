@@ -76,6 +76,7 @@ LOCAL_ONLY: dict[str, str] = {
     "add_observer": "callbacks run in the process that owns the store",
     "add_closer": "callbacks run in the process that owns the store",
     "in_memory": "opens a throwaway store; a client connects to a server with MemoryClient(base_url)",
+    "extensions": "deprecated view of the server process's own parts (mem.parts)",
 }
 
 

@@ -34,10 +34,11 @@ from memlane.models import Message, Session
 if TYPE_CHECKING:
     from memlane.memory import Memory
     from memlane.ports import Embedder, VectorIndex
+    from memlane.state.sessions import SessionManager
 
 log = logging.getLogger(__name__)
 
-__all__ = ["attach_all"]
+__all__ = ["attach_all", "session_manager"]
 
 #: Session statuses a message turns back into "active" (see state/checkpoint.py).
 _RESUMABLE = frozenset({"resuming", "shutdown_clean"})
@@ -154,7 +155,7 @@ def _make_recall(mem: Memory, embedder: Embedder | None, index: VectorIndex | No
 def _make_state(mem: Memory) -> None:
     from memlane.state.tracker import StateTracker
 
-    tracker = StateTracker(mem)
+    tracker = StateTracker(mem.store)
     mem.parts.state = tracker
     # State tracking costs a few ms per turn: never on the caller's thread.
     mem.add_observer(tracker.on_append, background=True)
@@ -162,11 +163,30 @@ def _make_state(mem: Memory) -> None:
 
 
 def _make_sessions(mem: Memory) -> None:
-    """``mem.sessions``: expiry, the per-user cap and topic changes, with the settings' limits."""
+    mem.parts.sessions = session_manager(mem)
+
+
+def session_manager(mem: Memory) -> SessionManager:
+    """``mem.sessions``: expiry, the per-user cap and topic changes, with the settings' limits
+    (session_idle_timeout_minutes, max_active_sessions_per_user, split_on_topic_change,
+    topic_change_threshold)."""
+    from datetime import timedelta
+
     from memlane.state.sessions import SessionManager
 
-    mem.parts.sessions = SessionManager(mem)
-    mem._configure_sessions()
+    parts, s = mem.parts, mem.settings
+
+    def indexer_embedder() -> Embedder | None:
+        indexer = parts.indexer
+        return indexer.embedder if indexer is not None else None
+
+    return SessionManager(
+        mem, create_session=mem.create_session, tracker=parts.state, indexer_embedder=indexer_embedder,
+        idle_timeout=timedelta(minutes=s.session_idle_timeout_minutes),
+        max_active_per_user=s.max_active_sessions_per_user,
+        split_on_topic_change=s.split_on_topic_change,
+        topic_change_threshold=s.topic_change_threshold,
+    )
 
 
 def _make_summaries(mem: Memory) -> None:
@@ -174,10 +194,17 @@ def _make_summaries(mem: Memory) -> None:
     summary update (state/checkpoint.py: checkpoints are built from context packets)."""
     from memlane.context.summaries import SummaryManager
     from memlane.state.checkpoint import CheckpointManager
+    from memlane.state.tracker import get_state, share_summary
 
     parts = mem.parts
+    tracker = parts.state  # made before (parts are made in order)
     manager = SummaryManager(mem)
-    checkpoints = CheckpointManager(mem, manager)
+    checkpoints = CheckpointManager(
+        mem, manager, sealer=mem.sealer,
+        state_of=lambda session_id: get_state(parts.state or mem, session_id),
+    )
+    if tracker is not None:  # the state keeps the rolling summary too
+        manager.on_record.append(lambda record: share_summary(tracker, record))
     manager.after_update.append(checkpoints.after_turn)
     parts.summaries = manager
     parts.checkpoints = checkpoints
@@ -226,7 +253,14 @@ def _make_rooms(mem: Memory) -> None:
     gate = PromotionGate(notes, min_importance=mem.settings.notes_min_importance, person_lock=person_lock)
     promoter = Promoter(store, lambda: mem.settings, notes, gate, extractor_for(mem.settings),
                         anchor=current_anchor, is_command=is_command)
-    service = NotesService(mem, notes, gate, promoter)
+    def recall_embedder() -> Embedder | None:
+        engine = parts.recall
+        return engine.embedder if engine is not None else None
+
+    service = NotesService(
+        mem, notes, gate, promoter, embedder=recall_embedder,
+        erase_notes=lambda ids: mem.erase(note_ids=ids).notes,
+    )
     parts.notes = service
     parts.forget_hooks.append(service.on_forget)
 

@@ -17,6 +17,7 @@ import queue
 import threading
 import time
 import uuid
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -191,8 +192,6 @@ class Memory:
         self._pending_lock = threading.Lock()
         #: The optional parts, typed (search, state, summaries, notes, ...; None when absent).
         self.parts = Parts()
-        #: The same parts by their old string keys (compatibility view; use ``parts``).
-        self.extensions = Extensions(self.parts)
         # session id -> (created_at, encoding of its cached token counts or None if unknown)
         # Bounded: a server sees sessions without end; a dropped entry is one derived-row read.
         self._count_encodings: LRUCache[str, tuple[datetime, str | None]] = LRUCache(65_536)
@@ -226,18 +225,6 @@ class Memory:
             return
         if deleted:
             log.info("auto_prune_days=%d: deleted %d inactive session(s)", days, deleted)
-
-    def _configure_sessions(self) -> None:
-        """Give the session manager the configured limits (settings: session_idle_timeout_minutes,
-        max_active_sessions_per_user, split_on_topic_change, topic_change_threshold)."""
-        manager = self.parts.sessions
-        if manager is None:
-            return
-        s = self.settings
-        manager.idle_timeout = timedelta(minutes=s.session_idle_timeout_minutes)
-        manager.max_active_per_user = s.max_active_sessions_per_user
-        manager.split_on_topic_change = s.split_on_topic_change
-        manager.topic_change_threshold = s.topic_change_threshold
 
     # ------------------------------------------------------------ construction
 
@@ -316,6 +303,15 @@ class Memory:
     #: are dropped (the observers catch up from the log when next asked), so a process that
     #: only writes holds at most this many.
     MAX_DEFERRED = 1_000
+
+    @property
+    def extensions(self) -> Extensions:
+        """Deprecated: the parts by their old string keys; use :attr:`parts` (typed)."""
+        warnings.warn(
+            "mem.extensions is deprecated and will be removed; use the typed mem.parts "
+            "(mem.extensions['notes'] is mem.parts.notes)", DeprecationWarning, stacklevel=2,
+        )
+        return Extensions(self.parts)
 
     @property
     def background_work_started(self) -> bool:
@@ -907,28 +903,24 @@ class Memory:
     def sessions(self) -> SessionManager:
         """Session lifecycle: expiry, per-user cap, topic-change detection."""
         self.start_background_work()
-        from memlane.state.sessions import sessions_of
+        manager = self.parts.sessions
+        if manager is None:  # no parts (memory disabled): the rules still answer
+            from memlane.components import session_manager
 
-        made = self.parts.sessions is None
-        manager = sessions_of(self)
-        if made:  # built on first use (no component attached): it gets the settings too
-            self._configure_sessions()
+            manager = self.parts.sessions = session_manager(self)
         return manager
 
     def get_state(self, session_id: str) -> SessionState:
         """The session's live state: topics, open loops, pending clarifications, job refs."""
         self.start_background_work()
-        from memlane.state.tracker import get_state
-
-        return get_state(self, session_id)
+        return self._state_of(session_id)
 
     def resolve_references(self, query: str, session_id: str) -> Resolution:
         """Resolve "it", "deinen Vorschlag", "yes" ... in ``query`` against the session."""
         self.start_background_work()
         from memlane.state.references import resolve_in_session
-        from memlane.state.tracker import get_state
 
-        return resolve_in_session(self.store, lambda sid: get_state(self, sid), query, session_id)
+        return resolve_in_session(self.store, self._state_of, query, session_id)
 
     def get_active_session(self, user_id: str | None = None) -> Session:
         """The user's active session, created when there is none (idle ones expire first).
@@ -958,23 +950,35 @@ class Memory:
     ) -> ContextPacket:
         """The context packet for the next LLM call; ``packet.to_messages()`` fits ``max_tokens``."""
         self.start_background_work()
-        from memlane.context.packet import build_packet
+        from memlane.context.packet import PacketSources, build_packet
 
         if priorities is None:  # the configured order (settings.context_priorities), if any
             priorities = self.settings.context_priorities
         if max_tokens is not None:
             max_tokens = check_max_tokens(max_tokens)
+        parts = self.parts
+        sources = PacketSources(
+            store=self.store, settings=self.settings, search=self.search,
+            encoding_of=self.token_encoding_of, state_of=self._state_of,
+            summaries=parts.summaries, notes=parts.notes, label_messages=parts.label_messages,
+        )
         return build_packet(
-            self, session_id, query=query, max_tokens=max_tokens, strategy=strategy,
+            sources, session_id, query=query, max_tokens=max_tokens, strategy=strategy,
             model=model, priorities=priorities,
         )
+
+    def _state_of(self, session_id: str) -> SessionState:
+        """The state part's state of a session (one made on the store without the part)."""
+        from memlane.state.tracker import get_state
+
+        return get_state(self.parts.state or self, session_id)
 
     def hydrate(
         self, session_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> ContextPacket:
         """Startup hydration (PRD §5): checkpoint or log -> packet; marks the session resuming."""
         self.start_background_work()
-        from memlane.state.checkpoint import hydrate
+        from memlane.resume import hydrate
 
         if max_tokens is not None:
             max_tokens = check_max_tokens(max_tokens)
@@ -983,7 +987,7 @@ class Memory:
     def shutdown(self, session_id: str | None = None, *, close: bool = False) -> dict[str, Any]:
         """Clean shutdown (PRD §6): final summary, state, checkpoint; marks shutdown_clean."""
         self.start_background_work()
-        from memlane.state.checkpoint import shutdown
+        from memlane.resume import shutdown
 
         return shutdown(self, session_id, close=close)
 
@@ -1219,8 +1223,12 @@ class Memory:
         prefixed with its date and speaker, de-duplicated. See memlane.search.recall."""
         from memlane.search.recall import relevant_context
 
+        if options.get("min_score") is None:
+            options["min_score"] = self.settings.rag_min_score
+        superseded = getattr(self.parts.notes, "superseded_messages", None)
         return relevant_context(
-            self, query, max_tokens, session_id=session_id, user_id=user_id, **options
+            self.search, self.counter, query, max_tokens, session_id=session_id, user_id=user_id,
+            superseded=superseded if callable(superseded) else None, **options,
         )
 
     # ------------------------------------------------------------ export / import

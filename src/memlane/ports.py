@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
+    from memlane.config import Settings
+    from memlane.store.base import Store
+    from memlane.tokens import TokenCounter
+
     Vectors = NDArray[np.float32]
 
 
@@ -55,6 +59,7 @@ __all__ = [
     "Clock",
     "DerivedRecords",
     "Embedder",
+    "Essentials",
     "KeywordHit",
     "KeywordIndex",
     "MessageLog",
@@ -63,6 +68,7 @@ __all__ = [
     "NoteRepository",
     "Records",
     "SessionLocks",
+    "SessionStore",
     "TurnRecord",
     "VectorIndex",
     "Vectors",
@@ -253,6 +259,29 @@ class SessionLocks(Protocol):
         then a byte-range lock on ``<db>-locks`` for other processes on the file. Raises :class:`~memlane.errors.LockTimeoutError` when ``timeout`` seconds pass first.
         """
         ...
+
+
+class SessionStore(MessageLog, DerivedRecords, SessionLocks, Protocol):
+    """The log with its per-session derived records and locks: what a part that keeps
+    derived data of a session (state, summaries) reads and writes."""
+
+
+# ---------------------------------------------------------------------------- essentials
+
+
+class Essentials(Protocol):
+    """What a feature part is made from: the store, the settings and the token counter.
+
+    A ``Memory`` has them (``components.py`` hands it to each part as this, and nothing
+    more of it is in reach). Read them at each use: settings may be replaced at run time.
+    """
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def counter(self) -> TokenCounter: ...
 
 
 # ---------------------------------------------------------------------------- vectors

@@ -58,6 +58,7 @@ IN_PROCESS: dict[str, str] = {
     "subscribe": "a callback per change event, on a thread of this process (over HTTP: GET /v1/events)",
     "bus": "the event bus between instances (doorbells: NOTIFY, data_version, Redis)",
     "hot_cache": "the cache instances share through Redis/Valkey (redis_url), or None",
+    "extensions": "deprecated string-keyed view of mem.parts (warns; use mem.parts)",
 }
 
 

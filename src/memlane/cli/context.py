@@ -52,7 +52,7 @@ def context_cmd(
         if archived:
             from memlane.context.strategies import archived_blocks
 
-            blocks = archived_blocks(mem, session_id)
+            blocks = archived_blocks(mem.parts.summaries or mem, session_id)
             if as_json:
                 print(json.dumps([b.to_dict() for b in blocks], ensure_ascii=False, indent=2))
                 return

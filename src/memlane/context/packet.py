@@ -15,10 +15,9 @@ room that is left.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -41,19 +40,23 @@ from memlane.context.strategies import (
     resolve_strategy,
 )
 from memlane.context.summaries import (
+    SummaryManager,
     SummaryRecord,
     brief_turn,
     split_groups,
     split_turns,
 )
 from memlane.context.summarizer import fit_to_budget
-from memlane.errors import InvalidInputError, MemlaneError
+from memlane.errors import InvalidInputError, MemlaneError, SessionNotFoundError
 from memlane.models import JSON, Message, Session, utcnow
 from memlane.search.relevance import DEFAULT_FLOOR
 from memlane.tokens import TokenCounter, get_counter
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.config import Settings
+    from memlane.models import SearchHit
+    from memlane.ports import MessageLog
+    from memlane.store.base import Store
 
 __all__ = [
     "ContextPacket",
@@ -140,20 +143,16 @@ class StateView:
         )
 
 
-def _tracker() -> Any:
-    """The session-state tracker module, or None while it is not installed."""
-    try:
-        return importlib.import_module("memlane.state.tracker")
-    except ImportError:
-        return None
+#: The tracker's state of a session (``state/tracker.py``; context does not import state).
+StateOf = Callable[[str], Any]
 
 
-def _fallback_state(mem: Memory, session: Session, record: SummaryRecord | None) -> StateView:
+def _fallback_state(store: MessageLog, session: Session, record: SummaryRecord | None) -> StateView:
     """Turn count, intent and job refs straight from the log (no tracker attached)."""
     after = record.last_message_id if record is not None else 0
-    tail = list(mem.store.iter_messages(session.id, after_id=after, include_hidden=False))
+    tail = list(store.iter_messages(session.id, after_id=after, include_hidden=False))
     turns = (record.covered_turns if record is not None else 0) + len(split_turns(tail))
-    recent = mem.store.list_turns(session.id, limit=5)
+    recent = store.list_turns(session.id, limit=5)
     jobs = list(dict.fromkeys(j for t in recent for j in t.job_refs))
     return StateView(
         session_id=session.id,
@@ -165,15 +164,41 @@ def _fallback_state(mem: Memory, session: Session, record: SummaryRecord | None)
     )
 
 
-def session_state(mem: Memory, session: Session, record: SummaryRecord | None = None) -> StateView:
-    """The tracker's state for the session, or a minimal one read from the log."""
-    tracker = _tracker()
-    if tracker is not None and hasattr(tracker, "get_state"):
+def session_state(
+    store: MessageLog, state_of: StateOf | None, session: Session, record: SummaryRecord | None = None
+) -> StateView:
+    """The tracker's state for the session (``state_of``), or a minimal one read from the log."""
+    if state_of is not None:
         try:
-            return StateView.from_state(tracker.get_state(mem, session.id), session.id)
+            return StateView.from_state(state_of(session.id), session.id)
         except MemlaneError:
             log.warning("session state of %s unavailable; using the log", session.id, exc_info=True)
-    return _fallback_state(mem, session, record)
+    return _fallback_state(store, session, record)
+
+
+@dataclass(slots=True)
+class PacketSources:
+    """What a packet is compiled from; ``Memory.context`` hands its own parts."""
+
+    store: Store
+    settings: Settings
+    #: ``Memory.search``'s signature: (query, *, tenant_id, user_id, unowned, min_score, top_k)
+    search: Callable[..., list[SearchHit]]
+    #: The encoding that made a session's cached token counts (None: unknown).
+    encoding_of: Callable[[Session], str | None]
+    state_of: StateOf | None = None
+    summaries: SummaryManager | None = None
+    #: The notes part: called (session_id, query, max_tokens) -> notes, and asked
+    #: ``superseded_messages(ids)``; None without notes.
+    notes: Any = None
+    #: Prefixes user messages with their speaker in a room (the rooms part).
+    label_messages: Callable[..., Any] | None = None
+
+    def session(self, session_id: str) -> Session:
+        found = self.store.get_session(session_id)
+        if found is None:
+            raise SessionNotFoundError(session_id)
+        return found
 
 
 # -------------------------------------------------------------------- packet
@@ -469,18 +494,19 @@ class ContextPacket:
 
 
 def _recall(
-    mem: Memory, session: Session, query: str, exclude: set[int]
+    src: PacketSources, session: Session, query: str, exclude: set[int]
 ) -> list[RecalledMessage]:
-    if not mem.settings.rag_enabled:
+    settings = src.settings
+    if not settings.rag_enabled:
         return []
-    top_k = mem.settings.rag_top_k
+    top_k = settings.rag_top_k
     try:
         # Scoped: a user's session recalls that user's conversations; a session without a
         # user recalls only its tenant's sessions without a user, never another user's.
-        hits = mem.search(
+        hits = src.search(
             query, tenant_id=session.tenant_id, user_id=session.user_id,
             unowned=session.user_id is None,
-            min_score=DEFAULT_FLOOR if mem.settings.rag_min_score is None else mem.settings.rag_min_score,
+            min_score=DEFAULT_FLOOR if settings.rag_min_score is None else settings.rag_min_score,
             top_k=top_k + len(exclude) if len(exclude) < 64 else top_k * 3,
         )
     except MemlaneError as exc:
@@ -495,7 +521,7 @@ def _recall(
             continue
         sid = msg.session_id
         if sid not in titles:
-            other = hit.session or (mem.store.get_session(sid) if sid else None)
+            other = hit.session or (src.store.get_session(sid) if sid else None)
             titles[sid] = other.title if other is not None else None
             if other is not None and other.status == "archived" and sid != session.id:
                 archived.add(sid)
@@ -504,13 +530,12 @@ def _recall(
         out.append(RecalledMessage(msg, hit.score, sid, titles[sid], sid == session.id))
         if len(out) >= top_k:
             break
-    return _still_true(mem, out)
+    return _still_true(src.notes, out)
 
 
-def _still_true(mem: Memory, recalled: list[RecalledMessage]) -> list[RecalledMessage]:
+def _still_true(notes: Any, recalled: list[RecalledMessage]) -> list[RecalledMessage]:
     """Without the messages whose facts a newer note superseded: recall says what is true
     now (the note that replaced them is in the notes section)."""
-    notes = mem.parts.notes
     check = getattr(notes, "superseded_messages", None)
     if not callable(check) or not recalled:
         return recalled
@@ -522,12 +547,11 @@ def _still_true(mem: Memory, recalled: list[RecalledMessage]) -> list[RecalledMe
     return [r for r in recalled if r.message.id not in stale]
 
 
-def _notes(mem: Memory, session: Session, query: str | None, max_tokens: int) -> list[str]:
-    provider = mem.parts.notes
+def _notes(provider: Any, session: Session, query: str | None, max_tokens: int) -> list[str]:
     if provider is None:
         return []
     if not callable(provider):
-        log.debug("mem.parts.notes is not callable; skipping notes")
+        log.debug("the notes part is not callable; skipping notes")
         return []
     try:
         found = provider(session.id, query, max(32, int(max_tokens * NOTES_SHARE)))
@@ -538,7 +562,7 @@ def _notes(mem: Memory, session: Session, query: str | None, max_tokens: int) ->
 
 
 def _labelled(
-    mem: Memory, session: Session, groups: list[list[Message]]
+    label: Callable[..., Any] | None, session: Session, groups: list[list[Message]]
 ) -> list[list[Message]]:
     """User messages prefixed with their speaker in a room ("Anchor (JanHein): ...").
 
@@ -546,7 +570,6 @@ def _labelled(
     speaker must be in the text (seed 003). Uses the rooms component's
     ``label_messages``; a one-person chat is left as it is.
     """
-    label = mem.parts.label_messages
     if not callable(label) or not groups:
         return groups
     authors = {
@@ -567,7 +590,7 @@ def _labelled(
 
 
 def build_packet(
-    mem: Memory,
+    src: PacketSources,
     session_id: str,
     *,
     query: str | None = None,
@@ -580,37 +603,37 @@ def build_packet(
     if query is not None and not isinstance(query, str):
         raise InvalidInputError(f"query must be a string or None, got {type(query).__name__}")
     query = query.strip() or None if query is not None else None
-    budget = max_tokens if max_tokens is not None else mem.settings.max_history_tokens
+    budget = max_tokens if max_tokens is not None else src.settings.max_history_tokens
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
     order = check_priorities(priorities)
-    session = mem.get_session(session_id)
-    name, strategy_fn = resolve_strategy(strategy, mem.settings.strategy)
-    token_model = model or mem.settings.token_model
+    session = src.session(session_id)
+    name, strategy_fn = resolve_strategy(strategy, src.settings.strategy)
+    token_model = model or src.settings.token_model
     counter = get_counter(token_model)
-    manager = mem.parts.summaries
+    manager = src.summaries
     record: SummaryRecord | None = None
     if manager is not None:
         record = manager.current(session.id, catch_up=name != "simple")
     ctx = StrategyContext(
-        mem=mem, session=session, max_tokens=budget, counter=counter,
-        use_cache=counter.name == mem.token_encoding_of(session), summary=record,
+        store=src.store, session=session, max_tokens=budget, counter=counter,
+        use_cache=counter.name == src.encoding_of(session), summary=record,
     )
     sel = strategy_fn(ctx)
-    sel.turns = _labelled(mem, session, sel.turns)
-    sel.pinned = _labelled(mem, session, sel.pinned)
-    state = session_state(mem, session, record)
+    sel.turns = _labelled(src.label_messages, session, sel.turns)
+    sel.pinned = _labelled(src.label_messages, session, sel.pinned)
+    state = session_state(src.store, src.state_of, session, record)
     # The session's lifecycle status (resuming, paused, ended...) wins; while it is
     # active, the tracker says more (awaiting_clarification).
     status = session.status if session.status != "active" else (state.status or "active")
     # The newest turn is always sent; anything else recalled is dropped at render
     # time only if it really went in verbatim.
     in_window = {m.id for m in (sel.turns[-1] if sel.turns else []) if m.id is not None}
-    recalled = _recall(mem, session, query, in_window) if query and "recalled" in sel.sections else []
+    recalled = _recall(src, session, query, in_window) if query and "recalled" in sel.sections else []
     last_user = next(
         (m.content for t in reversed(sel.turns) for m in reversed(t) if m.role == "user"), None
     )
-    notes = _notes(mem, session, query or last_user, budget) if "notes" in sel.sections else []
+    notes = _notes(src.notes, session, query or last_user, budget) if "notes" in sel.sections else []
     packet = ContextPacket(
         conversation_id=session.id,
         session_status=status,
@@ -635,7 +658,7 @@ def build_packet(
         recalled=recalled,
         notes=notes,
         priorities=order,
-        stored_encoding=mem.token_encoding_of(session),
+        stored_encoding=src.encoding_of(session),
         meta={
             "reached_start": sel.reached_start,
             "candidate_turns": len(sel.turns),

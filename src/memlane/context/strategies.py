@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING
 from memlane.context.keyphrases import normalize_term, tokenize_words
 from memlane.context.summaries import SummaryBlock, SummaryRecord, split_turns
 from memlane.context.window import message_tokens
-from memlane.errors import InvalidInputError
+from memlane.errors import InvalidInputError, SessionNotFoundError
 from memlane.models import JSON, Message, Session
 from memlane.tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.context.summaries import SummaryManager
+    from memlane.ports import Essentials
     from memlane.store.base import Store
 
 __all__ = [
@@ -66,7 +67,7 @@ _MAX_GAP_TURNS = 40
 
 @dataclass(slots=True)
 class StrategyContext:
-    mem: Memory
+    store: Store
     session: Session
     max_tokens: int
     counter: TokenCounter
@@ -251,7 +252,7 @@ def pinned_groups(store: Store, session_id: str, before_id: int | None) -> list[
 
 def _turns(ctx: StrategyContext, max_turns: int | None) -> tuple[list[list[Message]], bool]:
     return tail_turns(
-        ctx.mem.store, ctx.session.id, max_turns=max_turns, max_tokens=ctx.max_tokens,
+        ctx.store, ctx.session.id, max_turns=max_turns, max_tokens=ctx.max_tokens,
         counter=ctx.counter, use_cache=ctx.use_cache,
     )
 
@@ -291,7 +292,7 @@ def summary(ctx: StrategyContext) -> Selection:
         sel.use_summary = bool(ctx.summary and ctx.summary.text)
         if sel.use_summary:
             sel.turns = turns = _after_summary(ctx, turns)
-        sel.gap_turns = gap_turns(ctx.mem.store, ctx.session.id, ctx.summary, _start_id(turns))
+        sel.gap_turns = gap_turns(ctx.store, ctx.session.id, ctx.summary, _start_id(turns))
     return sel
 
 
@@ -303,8 +304,8 @@ def hybrid(ctx: StrategyContext) -> Selection:
         if sel.use_summary:
             sel.turns = turns = _after_summary(ctx, turns)
         start = _start_id(turns)
-        sel.gap_turns = gap_turns(ctx.mem.store, ctx.session.id, ctx.summary, start)
-        sel.pinned = pinned_groups(ctx.mem.store, ctx.session.id, start)
+        sel.gap_turns = gap_turns(ctx.store, ctx.session.id, ctx.summary, start)
+        sel.pinned = pinned_groups(ctx.store, ctx.session.id, start)
     return sel
 
 
@@ -359,7 +360,7 @@ def tiered(ctx: StrategyContext) -> Selection:
     summarized = older[-SUMMARIZED_BLOCKS:]
     sel.archived = _archived(older[: len(older) - len(summarized)])
     sel.topic_summaries = topic_summaries(summarized)
-    sel.gap_turns = gap_turns(ctx.mem.store, ctx.session.id, ctx.summary, start)
+    sel.gap_turns = gap_turns(ctx.store, ctx.session.id, ctx.summary, start)
     return sel
 
 
@@ -384,22 +385,25 @@ def resolve_strategy(name: str | None, default: str) -> tuple[str, Strategy]:
     return chosen, found
 
 
-def archived_blocks(mem: Memory, session_id: str, *, with_text: bool = True) -> list[ArchivedBlock]:
+def archived_blocks(
+    source: SummaryManager | Essentials, session_id: str, *, with_text: bool = True
+) -> list[ArchivedBlock]:
     """The archived tier of a session (what ``tiered`` leaves out), oldest first.
 
+    ``source``: the summaries part (``mem.parts.summaries``), or what to make one from.
     A block whose summary text was compacted out of the record is summarized
     again from the log when ``with_text`` is set.
     """
     from memlane.context.summaries import SummaryManager
 
-    manager = mem.parts.summaries
-    if not isinstance(manager, SummaryManager):
-        manager = SummaryManager(mem)
-    mem.get_session(session_id)
+    manager = source if isinstance(source, SummaryManager) else SummaryManager(source)
+    store = manager.essentials.store
+    if store.get_session(session_id) is None:
+        raise SessionNotFoundError(session_id)
     rec = manager.update(session_id)
     turns, _ = tail_turns(
-        mem.store, session_id, max_turns=RECENT_TURNS["tiered"], max_tokens=2**31,
-        counter=mem.counter,
+        store, session_id, max_turns=RECENT_TURNS["tiered"], max_tokens=2**31,
+        counter=manager.essentials.counter,
     )
     start = _start_id(turns)
     older = [b for b in rec.blocks if start is None or b.first_message_id < start]
@@ -408,7 +412,7 @@ def archived_blocks(mem: Memory, session_id: str, *, with_text: bool = True) -> 
         for block in archived:
             if block.text:
                 continue
-            msgs = _range(mem.store, session_id, block.first_message_id, block.last_message_id)
+            msgs = _range(store, session_id, block.first_message_id, block.last_message_id)
             block.text = manager.summarizer.summarize(msgs, max_tokens=manager.block_max_tokens)
     return archived
 

@@ -21,7 +21,6 @@ block (for example right after an import), so a packet never misses a block.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import threading
 import weakref
@@ -47,7 +46,7 @@ from memlane.models import JSON, Message, Session, utcnow
 from memlane.tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.ports import Essentials
 
 __all__ = [
     "SUMMARY_KIND",
@@ -254,10 +253,10 @@ class SummaryRecord:
 # ---------------------------------------------------------------- manager
 
 
-def _make_summarizer(mem: Memory) -> tuple[Summarizer, str]:
-    counter = mem.counter
+def _make_summarizer(essentials: Essentials) -> tuple[Summarizer, str]:
+    counter = essentials.counter
     extractive = ExtractiveSummarizer(counter=counter)
-    s = mem.settings
+    s = essentials.settings
     if s.llm_base_url:
         model = s.llm_model or "gpt-4o-mini"
         llm = LLMSummarizer(
@@ -340,7 +339,7 @@ class SummaryManager:
 
     def __init__(
         self,
-        mem: Memory,
+        essentials: Essentials,
         *,
         every: int | None = None,
         keep_raw: int | None = None,
@@ -348,13 +347,13 @@ class SummaryManager:
         block_max_tokens: int = BLOCK_MAX_TOKENS,
         summarizer: Summarizer | None = None,
     ) -> None:
-        self.mem = mem
-        self.every = every if every is not None else mem.settings.summarize_every
-        self.keep_raw = keep_raw if keep_raw is not None else mem.settings.keep_raw_turns
+        self.essentials = essentials
+        self.every = every if every is not None else essentials.settings.summarize_every
+        self.keep_raw = keep_raw if keep_raw is not None else essentials.settings.keep_raw_turns
         self.rolling_max_tokens = rolling_max_tokens
         self.block_max_tokens = block_max_tokens
         if summarizer is None:
-            self.summarizer, self.summarizer_name = _make_summarizer(mem)
+            self.summarizer, self.summarizer_name = _make_summarizer(essentials)
         else:
             self.summarizer, self.summarizer_name = summarizer, type(summarizer).__name__
         self._rolling: LRUCache[str, RollingSummary] = LRUCache(256)
@@ -366,6 +365,10 @@ class SummaryManager:
         self._forgotten: dict[str, set[int]] = {}
         #: Sessions deleted in this process (until a message arrives for the id again).
         self.deleted: set[str] = set()
+        #: Run on the background thread after each update: with the new record (the state
+        #: part keeps it as the session's rolling summary), then with the session id
+        #: (the checkpoint). Wired in components.py.
+        self.on_record: list[Callable[[SummaryRecord], None]] = []
         self.after_update: list[Callable[[str], None]] = []
         self.worker = _Worker(self._background)
 
@@ -380,28 +383,13 @@ class SummaryManager:
             return found
 
     def _background(self, session_id: str) -> None:
-        if session_id in self.deleted or self.mem.store.get_session(session_id) is None:
+        if session_id in self.deleted or self.essentials.store.get_session(session_id) is None:
             return  # deleted meanwhile
         rec = self.update(session_id)
-        self._share(rec)
+        for share in self.on_record:
+            share(rec)
         for hook in self.after_update:
             hook(session_id)
-
-    def _share(self, rec: SummaryRecord) -> None:
-        """Put the rolling summary into the tracker's SessionState (its ``rolling_summary``)."""
-        try:
-            tracker = importlib.import_module("memlane.state.tracker")
-        except ImportError:
-            return
-        try:
-            state = tracker.get_state(self.mem, rec.session_id)
-            if (state.rolling_summary or "") != rec.text:
-                state.rolling_summary = rec.text or None
-                # Saving a copy that missed a message is safe: the tracker replays
-                # from the copy's last_message_id on its next read.
-                tracker.save_state(self.mem, state)
-        except MemlaneError as exc:
-            log.debug("could not share the rolling summary of %s: %s", rec.session_id, exc)
 
     def observe(self, session: Session, stored: list[Message]) -> None:
         """Observer on durable appends: queue the session, nothing else."""
@@ -425,7 +413,7 @@ class SummaryManager:
                 self._forgotten.setdefault(session_id, set()).update(message_ids)
             self._rolling.pop(session_id)
             with contextlib.suppress(MemlaneError):
-                self.mem.store.delete_derived(session_id, SUMMARY_KIND)
+                self.essentials.store.delete_derived(session_id, SUMMARY_KIND)
 
     def visible(self, session_id: str, messages: Iterable[Message]) -> list[Message]:
         gone = self._forgotten.get(session_id)
@@ -437,7 +425,7 @@ class SummaryManager:
 
     def load(self, session_id: str) -> SummaryRecord | None:
         try:
-            raw = self.mem.store.get_derived(session_id, SUMMARY_KIND)
+            raw = self.essentials.store.get_derived(session_id, SUMMARY_KIND)
         except MemlaneError:
             log.warning("summary record of session %s is unreadable; rebuilding it", session_id)
             return None
@@ -457,7 +445,7 @@ class SummaryManager:
     # -- writing
 
     def _first_visible_id(self, session_id: str) -> int | None:
-        for msg in self.mem.store.iter_messages(session_id, batch=1, include_hidden=False):
+        for msg in self.essentials.store.iter_messages(session_id, batch=1, include_hidden=False):
             if msg.id is not None and msg.id not in self._forgotten.get(session_id, ()):
                 return msg.id
         return None
@@ -469,7 +457,7 @@ class SummaryManager:
         """
         # The store's lock spans processes: another one folding the same blocks
         # would otherwise overwrite this record with its own copy.
-        with self.lock(session_id), self.mem.store.session_lock(session_id, SUMMARY_KIND):
+        with self.lock(session_id), self.essentials.store.session_lock(session_id, SUMMARY_KIND):
             rec = self.load(session_id)
             changed = False
             first = self._first_visible_id(session_id)
@@ -482,7 +470,7 @@ class SummaryManager:
                 self._rolling.pop(session_id)
             tail = self.visible(
                 session_id,
-                self.mem.store.iter_messages(
+                self.essentials.store.iter_messages(
                     session_id, after_id=rec.last_message_id, include_hidden=False
                 ),
             )
@@ -498,13 +486,13 @@ class SummaryManager:
             if changed:
                 rec.updated_at = utcnow().isoformat()
                 with contextlib.suppress(MemlaneError):  # the session may be gone
-                    self.mem.store.put_derived(session_id, SUMMARY_KIND, rec.to_json())
+                    self.essentials.store.put_derived(session_id, SUMMARY_KIND, rec.to_json())
             return rec
 
     def _fold(self, rec: SummaryRecord, block_turns: list[list[Message]]) -> None:
         """Add one block: its delta, then the rolling summary updated with it."""
         msgs = [m for turn in block_turns for m in turn]
-        counter = self.mem.counter
+        counter = self.essentials.counter
         delta = self.summarizer.summarize(msgs, max_tokens=self.block_max_tokens)
         rolling = self._rolling.get(rec.session_id)
         if isinstance(self.summarizer, ExtractiveSummarizer):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,7 @@ from memlane.notes.promoter import Promoter
 from memlane.notes.store import NoteFilter, NoteStore
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.ports import Embedder, Essentials
 
 __all__ = ["NotesService"]
 
@@ -39,8 +39,21 @@ _SEMANTIC_MIN = 0.35
 
 
 class NotesService:
-    def __init__(self, mem: Memory, notes: NoteStore, gate: PromotionGate, promoter: Promoter) -> None:
-        self.mem = mem
+    """Long-term notes of one memory: the context's notes provider and the notes API.
+
+    ``erase_notes`` deletes notes through the memory's one erase routine and says how many
+    went; ``embedder`` gives the search part's embedder, if any (notes are ranked by meaning
+    too then).
+    """
+
+    def __init__(
+        self, essentials: Essentials, notes: NoteStore, gate: PromotionGate, promoter: Promoter, *,
+        erase_notes: Callable[[Sequence[int]], int],
+        embedder: Callable[[], Embedder | None] = lambda: None,
+    ) -> None:
+        self.essentials = essentials
+        self._erase_notes = erase_notes
+        self._embedder = embedder
         self.store = notes
         self.gate = gate
         self.promoter = promoter
@@ -51,7 +64,7 @@ class NotesService:
     def anchor(self) -> str:
         from memlane.rooms.anchor import anchor_id
 
-        return anchor_id(self.mem.settings)
+        return anchor_id(self.essentials.settings)
 
     # ------------------------------------------------------------ provider for mem.context
 
@@ -76,7 +89,7 @@ class NotesService:
                 if not notes or not all(n.superseded_by is not None for n in notes):
                     continue
                 if source != mid:
-                    pair = self.mem.store.get_messages([source, mid])
+                    pair = self.essentials.store.get_messages([source, mid])
                     if len(pair) != 2 or pair[0].session_id != pair[1].session_id \
                             or [m.role for m in pair] != ["user", "assistant"]:
                         continue
@@ -88,7 +101,7 @@ class NotesService:
         """Current notes visible in ``session_id``: relevant to ``query`` first, within budget."""
         if max_tokens < 1:
             return []
-        session = self.mem.store.get_session(session_id)
+        session = self.essentials.store.get_session(session_id)
         if session is None:
             return []
         self.promoter.catch_up(session_id, timeout=2.0)
@@ -117,7 +130,7 @@ class NotesService:
         out: list[Note] = []
         used = 0
         for note in ordered:
-            cost = self.mem.counter.count(note.text) + _LINE_OVERHEAD
+            cost = self.essentials.counter.count(note.text) + _LINE_OVERHEAD
             if used + cost > max_tokens:
                 continue  # a shorter note further down may still fit
             out.append(note)
@@ -126,8 +139,7 @@ class NotesService:
 
     def _semantic(self, query: str, notes: Sequence[Note]) -> dict[int, float]:
         """Cosine similarity of the query to each note, when recall has an embedder."""
-        engine = self.mem.parts.recall
-        embedder = getattr(engine, "embedder", None)
+        embedder = self._embedder()
         if embedder is None or not notes:
             return {}
         try:
@@ -163,7 +175,7 @@ class NotesService:
             raise InvalidInputError(f"kind must be one of {sorted(NOTE_KINDS)}, got {kind!r}")
         flt = NoteFilter(tenant_id=tenant_id, user_id=user_id, kind=kind, current_only=not include_history)
         if session_id is not None:
-            session = self.mem.store.get_session(session_id)
+            session = self.essentials.store.get_session(session_id)
             if session is None:
                 raise SessionNotFoundError(session_id)
             self.promoter.catch_up(session_id)
@@ -191,7 +203,7 @@ class NotesService:
         # Facets are written when the promotion gate reads messages (every few turns, off the
         # hot path of add); catch up first so the answer covers every stored message.
         if session_id is not None:
-            if self.mem.store.get_session(session_id) is None:
+            if self.essentials.store.get_session(session_id) is None:
                 raise SessionNotFoundError(session_id)
             self.promoter.catch_up(session_id)
         else:
@@ -225,12 +237,12 @@ class NotesService:
             raise InvalidInputError("polarity must be 1 or -1")
         tenant = "default"
         if session_id is not None:
-            session = self.mem.store.get_session(session_id)
+            session = self.essentials.store.get_session(session_id)
             if session is None:
                 raise SessionNotFoundError(session_id)
             tenant = session.tenant_id
         ids = [int(i) for i in source_ids]
-        if ids and len(self.mem.store.get_messages(ids)) != len(set(ids)):
+        if ids and len(self.essentials.store.get_messages(ids)) != len(set(ids)):
             raise NotFoundError(f"some of the source messages {ids} do not exist")
         cand = NoteCandidate(
             text=text.strip(), kind=kind, user_id=user_id or self.anchor(), source_ids=ids,
@@ -288,7 +300,7 @@ class NotesService:
     def forget_note(self, note_id: int) -> int:
         """Delete a note and every version of it (through the one erase routine)."""
         ids = [n.id or 0 for n in self.store.history(note_id)]
-        return self.mem.erase(note_ids=ids).notes if ids else 0
+        return self._erase_notes(ids) if ids else 0
 
     # ------------------------------------------------------------ forgetting
 

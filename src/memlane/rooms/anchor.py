@@ -23,14 +23,18 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from memlane.config import Settings
-from memlane.errors import ConflictError
+from memlane.errors import ConflictError, NotFoundError
 from memlane.models import Message, Session
 
-if TYPE_CHECKING:
-    from memlane.memory import Memory
+
+class SessionMaker(Protocol):
+    """Makes and reads sessions the way ``Memory`` (and ``MemoryClient``) do."""
+
+    def create_session(self, *args: Any, **fields: Any) -> str: ...
+    def get_session(self, session_id: str) -> Session: ...
 
 __all__ = [
     "DEFAULT_ANCHOR_ID",
@@ -152,21 +156,21 @@ def label_messages(
 
 
 def ensure_room(
-    mem: Memory,
+    sessions: SessionMaker,
     room_id: str,
     *,
     name: str | None = None,
     tenant_id: str = "default",
     system_prompt: str | None = None,
 ) -> Session:
-    """The conversation of room ``room_id`` (its id *is* the room id), created on first use."""
-    existing = mem.store.get_session(room_id)
-    if existing is not None:
-        return existing
+    """The conversation of room ``room_id`` (its id *is* the room id), created on first use
+    (``sessions``: a Memory or a MemoryClient)."""
+    with contextlib.suppress(NotFoundError):
+        return sessions.get_session(room_id)
     # Created explicitly (not via auto-create) so a room works even with auto-create off.
     with contextlib.suppress(ConflictError):  # another process created it first
-        mem.create_session(
+        sessions.create_session(
             session_id=room_id, title=name, tenant_id=tenant_id, system_prompt=system_prompt,
             metadata={"kind": "room", "room_id": room_id, **({"room_name": name} if name else {})},
         )
-    return mem.get_session(room_id)
+    return sessions.get_session(room_id)

@@ -16,7 +16,7 @@ PostgreSQL: pgvector).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,7 @@ from memlane.search.vectors import ModelInfo, VectorIndex
 from memlane.store import Store
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,8 @@ def _when(ts: datetime) -> str:
 
 
 def relevant_context(
-    mem: Memory,
+    search: Callable[..., list[SearchHit]],
+    counter: TokenCounter,
     query: str,
     max_tokens: int = 2048,
     *,
@@ -103,8 +104,12 @@ def relevant_context(
     exclude_ids: Sequence[int] = (),
     top_k: int = 30,
     min_score: float | None = None,
+    superseded: Callable[[list[int]], Iterable[int]] | None = None,
 ) -> list[Message]:
     """The best hits for ``query`` that fit ``max_tokens`` together (token-exact).
+
+    ``search`` is ``Memory.search`` (its keyword arguments); ``superseded`` names the
+    message ids whose facts a newer note replaced (the notes part), left out.
 
     Each returned message is a copy whose content starts with its date and speaker
     (``"[8 May 2023] Caroline: ..."``) so an LLM can place it; ``metadata`` carries the
@@ -114,18 +119,15 @@ def relevant_context(
     """
     if max_tokens < 1:
         raise InvalidInputError("max_tokens must be at least 1")
-    if min_score is None:
-        min_score = mem.settings.rag_min_score
     # Never padded: only hits at or above the calibrated floor (search/relevance.py).
-    hits: list[SearchHit] = mem.search(
+    hits: list[SearchHit] = search(
         query, session_id=session_id, user_id=user_id, agent_id=agent_id, top_k=top_k,
         min_score=DEFAULT_FLOOR if min_score is None else min_score,
     )
     excluded = set(exclude_ids)
     # What a newer note superseded is not true any more (the note says what is).
-    check = getattr(mem.parts.notes, "superseded_messages", None)
-    if callable(check) and hits:
-        excluded |= set(check([h.message.id for h in hits if h.message.id is not None]))
+    if superseded is not None and hits:
+        excluded |= set(superseded([h.message.id for h in hits if h.message.id is not None]))
     used = 0
     out: list[Message] = []
     for hit in hits:  # search lists near-identical texts once already
@@ -146,7 +148,7 @@ def relevant_context(
                 "recall_score": hit.score,
             },
         )
-        cost = mem.counter.count_message(item)
+        cost = counter.count_message(item)
         if used + cost > max_tokens:
             continue
         used += cost

@@ -7,7 +7,7 @@ fsync, rename, fsync of the directory. A crash leaves the previous snapshot or
 the new one, never half of one. The write runs on the background summary
 thread right after the summary update, never on the caller's write path.
 
-A checkpoint is derived, like everything but the log: :func:`hydrate` uses it
+A checkpoint is derived, like everything but the log: hydration (``memlane/resume.py``) uses it
 when it is *fresh* (it ends at the log's newest message) and otherwise —
 missing, stale, unreadable, tampered with — rebuilds from the log with a
 warning and writes a new one. It never raises because of a checkpoint.
@@ -30,19 +30,19 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memlane.config import DEFAULT_HOME
 from memlane.context.packet import StateView, session_state
 from memlane.context.strategies import tail_turns
 from memlane.context.summaries import SummaryManager, SummaryRecord
-from memlane.errors import MemlaneError
+from memlane.errors import MemlaneError, SessionNotFoundError
 from memlane.lru import LRUCache
 from memlane.models import JSON, Message, utcnow
 
 if TYPE_CHECKING:
-    from memlane.context.packet import ContextPacket
-    from memlane.memory import Memory
+    from memlane.context.packet import StateOf
+    from memlane.ports import Essentials
     from memlane.sealing import Sealer
 
 __all__ = [
@@ -50,19 +50,12 @@ __all__ = [
     "CheckpointManager",
     "ConversationCheckpointSnapshot",
     "atomic_write",
-    "hydrate",
-    "shutdown",
 ]
 
 log = logging.getLogger(__name__)
 
 FORMAT = "memlane.checkpoint"
 VERSION = 1
-#: Statuses that a new message ends: the conversation is simply going on again.
-_RESUMABLE = frozenset({"resuming", "shutdown_clean"})
-#: Statuses hydration leaves alone (the session lifecycle's, not the PRD's).
-_KEEP_ON_HYDRATE = frozenset({"ended", "archived"})
-
 
 class CheckpointError(MemlaneError):
     """A checkpoint file exists but cannot be trusted (unreadable, malformed, altered)."""
@@ -222,12 +215,11 @@ def convert_checkpoints(directory: Path, sealer: Sealer, *, seal: bool) -> int:
     return done
 
 
-def _default_dir(mem: Memory) -> Path | None:
-    url = getattr(mem.store, "url", "") or ""
-    if mem.settings.checkpoint_dir or url.startswith("sqlite:///"):
+def _default_dir(url: str, configured: str | None) -> Path | None:
+    if configured or url.startswith("sqlite:///"):
         db = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else Path()
         if str(db) != ":memory:":
-            return checkpoint_dir(db, mem.settings.checkpoint_dir)
+            return checkpoint_dir(db, configured)
         return None
     if url.startswith(("postgres://", "postgresql://")):
         tag = hashlib.sha256(re.sub(r"//[^@/]*@", "//", url).encode()).hexdigest()[:12]
@@ -244,13 +236,21 @@ def _state_json(view: StateView) -> JSON:
 
 
 class CheckpointManager:
-    """Writes and reads the checkpoints of one Memory."""
+    """Writes and reads the checkpoints of one Memory.
 
-    def __init__(self, mem: Memory, summaries: SummaryManager | None = None) -> None:
-        self.mem = mem
+    ``sealer`` seals the files beside an encrypted store; ``state_of`` is the state part's
+    state of a session (without it the state is read from the log)."""
+
+    def __init__(
+        self, essentials: Essentials, summaries: SummaryManager | None = None, *,
+        sealer: Sealer | None = None, state_of: StateOf | None = None,
+    ) -> None:
+        self.essentials = essentials
         self.summaries = summaries
-        self.directory = _default_dir(mem)
-        self.keep_turns = max(1, mem.settings.keep_raw_turns)
+        self.sealer = sealer
+        self.state_of = state_of
+        self.directory = _default_dir(getattr(essentials.store, "url", "") or "", essentials.settings.checkpoint_dir)
+        self.keep_turns = max(1, essentials.settings.keep_raw_turns)
         self.seen: set[str] = set()  # sessions written to in this process (for shutdown())
         self._lock = threading.Lock()
         # session id -> (content digest, file size and mtime) of the last checkpoint written
@@ -264,7 +264,7 @@ class CheckpointManager:
     def path_for(self, session_id: str) -> Path | None:
         if self.directory is None:
             return None
-        return self.directory / file_name(session_id, sealed=self.mem.sealer is not None)
+        return self.directory / file_name(session_id, sealed=self.sealer is not None)
 
     def read(self, session_id: str) -> ConversationCheckpointSnapshot | None:
         """The stored snapshot; None when there is none; CheckpointError when it is unusable."""
@@ -273,8 +273,8 @@ class CheckpointManager:
             return None
         try:
             data = path.read_bytes()
-            if self.mem.sealer is not None:
-                data = self.mem.sealer.open(data, f"checkpoint {path}")
+            if self.sealer is not None:
+                data = self.sealer.open(data, f"checkpoint {path}")
             raw = json.loads(data.decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, MemlaneError) as exc:
             raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
@@ -294,7 +294,7 @@ class CheckpointManager:
             return "corrupt", None
         if snap is None:
             return "missing", None
-        newest = self.mem.store.recent_messages(session_id, 1)
+        newest = self.essentials.store.recent_messages(session_id, 1)
         newest_id = newest[0].id if newest and newest[0].id is not None else 0
         if snap.last_message_id != newest_id:
             return "stale", snap
@@ -303,17 +303,19 @@ class CheckpointManager:
     # -- writing
 
     def snapshot(self, session_id: str, reason: str, *, status: str | None = None) -> ConversationCheckpointSnapshot:
-        store = self.mem.store
-        session = self.mem.get_session(session_id)
+        store = self.essentials.store
+        session = store.get_session(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
         record: SummaryRecord | None = None
         if self.summaries is not None:
             record = self.summaries.current(session_id, catch_up=False)
-        view = session_state(self.mem, session, record)
+        view = session_state(store, self.state_of, session, record)
         state = _state_json(view)
         if status is not None:
             state["status"] = status
         turns, _ = tail_turns(
-            store, session_id, max_turns=self.keep_turns, max_tokens=2**31, counter=self.mem.counter
+            store, session_id, max_turns=self.keep_turns, max_tokens=2**31, counter=self.essentials.counter
         )
         if self.summaries is not None:
             turns = [self.summaries.visible(session_id, t) for t in turns]
@@ -353,7 +355,7 @@ class CheckpointManager:
             data = json.dumps(snap.to_json(), ensure_ascii=False, separators=(",", ":"), default=str)
             raw = data.encode("utf-8")
             # Beside an encrypted store a checkpoint is sealed with the same key.
-            atomic_write(path, raw if self.mem.sealer is None else self.mem.sealer.seal(raw))
+            atomic_write(path, raw if self.sealer is None else self.sealer.seal(raw))
             self._written.put(session_id, (digest, *_stamp(path)))
         self.seen.add(session_id)
         return path
@@ -397,146 +399,3 @@ class CheckpointManager:
         with lock:
             self.delete(session_id)
         self.seen.discard(session_id)
-
-
-# ---------------------------------------------------------------- lifecycle
-
-
-def _manager(mem: Memory) -> CheckpointManager:
-    found = mem.parts.checkpoints
-    if found is not None:
-        return found
-    return CheckpointManager(mem, mem.parts.summaries)
-
-
-def _tracker_save(mem: Memory, state: JSON, status: str | None = None) -> bool:
-    """Hand a state back to the tracker (if it is installed and takes one)."""
-    from memlane.context.packet import _tracker
-
-    tracker = _tracker()
-    cls = getattr(tracker, "SessionState", None)
-    save = getattr(tracker, "save_state", None)
-    if cls is None or save is None:
-        return False
-    data = dict(state)
-    if status is not None:
-        data["status"] = status
-    try:
-        from_dict = getattr(cls, "from_dict", None)
-        if callable(from_dict):
-            value = from_dict(data)
-        else:
-            names = set(getattr(cls, "__dataclass_fields__", {}))
-            value = cls(**{k: v for k, v in data.items() if k in names})
-        save(mem, value)
-    except (TypeError, ValueError, MemlaneError) as exc:
-        log.warning("could not hand the session state back to the tracker: %s", exc)
-        return False
-    return True
-
-
-def _restore(mem: Memory, snap: ConversationCheckpointSnapshot, summaries: SummaryManager | None) -> list[str]:
-    """Put derived state from a fresh checkpoint back where it is missing or behind."""
-    restored: list[str] = []
-    if summaries is not None and snap.summary:
-        current = summaries.current(snap.session_id, catch_up=False)
-        saved = SummaryRecord.from_json(snap.session_id, {k: v for k, v in snap.summary.items() if k != "delta"})
-        if saved is not None and (current is None or current.covered_turns < saved.covered_turns):
-            mem.store.put_derived(snap.session_id, "summary", saved.to_json())
-            restored.append("summary")
-    tracker_state = session_state(mem, mem.get_session(snap.session_id))
-    if snap.state and tracker_state.turn_count < snap.turn_count and _tracker_save(mem, snap.state):
-        restored.append("state")
-    return restored
-
-
-def hydrate(
-    mem: Memory,
-    session_id: str,
-    *,
-    query: str | None = None,
-    max_tokens: int | None = None,
-    strategy: str | None = None,
-) -> ContextPacket:
-    """Startup hydration (§5); returns the packet to warm the agent with.
-
-    1. the store is open (Memory); 2. load the latest checkpoint — rebuilt from
-    the log with a warning when missing, stale or corrupt; 3-5. build the
-    packet: the recent window, rolling summary, active job refs and the rest
-    of the state; 7. mark the session ``resuming``. Step 6 (warming the agent)
-    is the caller's: it gets the packet.
-    """
-    manager = _manager(mem)
-    session = mem.get_session(session_id)
-    verdict, snap = manager.check(session_id)
-    restored: list[str] = []
-    if verdict == "fresh" and snap is not None:
-        restored = _restore(mem, snap, manager.summaries)
-    elif verdict != "disabled":
-        log.warning(
-            "checkpoint of session %s is %s; rebuilding the session's state from the log",
-            session_id, verdict,
-        )
-        if manager.summaries is not None:
-            manager.summaries.update(session_id)
-    # Step 7 comes before the packet here, so that the packet the agent is
-    # warmed with already says "resuming". An ended or archived conversation
-    # keeps its status: loading it is not reopening it.
-    status = session.status if session.status in _KEEP_ON_HYDRATE else "resuming"
-    if status == "resuming":
-        mem.update_session(session_id, status="resuming")
-        _tracker_save(mem, session_state(mem, mem.get_session(session_id)).raw, status="resuming")
-    packet = mem.context(session_id, query=query, max_tokens=max_tokens, strategy=strategy)
-    path = None
-    try:
-        path = manager.write(session_id, "hydrate" if verdict == "fresh" else "rebuild", status=status)
-    except OSError as exc:
-        log.warning("cannot write checkpoint of session %s: %s", session_id, exc)
-    packet.meta["hydration"] = {
-        "checkpoint": verdict,
-        "restored": restored,
-        "path": str(path) if path else None,
-        "checkpoint_written_at": snap.written_at if snap is not None else None,
-    }
-    return packet
-
-
-def shutdown(mem: Memory, session_id: str | None = None, *, close: bool = False) -> dict[str, Any]:
-    """Clean shutdown (§6) of one session, or of every session written in this process.
-
-    1. flush pending writes and background work; 2. fold the remaining turns
-    into a final rolling summary delta; 3. refresh the session state;
-    5. emit long-term memory candidates through the notes component's
-    promotion gate (or ``mem.parts.promote``) when one is attached; 6. mark ``shutdown_clean``;
-    4. write the checkpoint — after the mark, so that it records the final
-    status; 7. close the store when ``close`` is set.
-    Returns ``{session_id: checkpoint path or None}``.
-    """
-    manager = _manager(mem)
-    mem.flush()
-    targets = [session_id] if session_id is not None else sorted(manager.seen)
-    written: dict[str, Any] = {}
-    promote = mem.parts.promote
-    if promote is None and mem.parts.notes is not None:  # the notes component's gate
-        promote = mem.parts.notes.promoter.catch_up
-    for sid in targets:
-        mem.get_session(sid)
-        if manager.summaries is not None:
-            manager.summaries.update(sid, force=True)
-        state = session_state(mem, mem.get_session(sid))
-        if callable(promote):
-            try:
-                promote(sid)
-            except MemlaneError as exc:
-                log.warning("promotion of long-term notes for %s failed: %s", sid, exc)
-        mem.update_session(sid, status="shutdown_clean")
-        _tracker_save(mem, state.raw, status="shutdown_clean")
-        try:
-            path = manager.write(sid, "shutdown", status="shutdown_clean")
-        except OSError as exc:
-            log.warning("cannot write checkpoint of session %s: %s", sid, exc)
-            path = None
-        written[sid] = str(path) if path else None
-    if close:
-        mem.close()
-    return written

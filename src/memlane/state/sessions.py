@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,24 +27,33 @@ from memlane.state.topic_shift import DEFAULT_THRESHOLD, is_topic_change
 from memlane.state.tracker import get_state, save_state
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
-    from memlane.search.embedders import Embedder
+    from memlane.ports import Embedder, Essentials
+    from memlane.state.tracker import StateTracker
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OPEN_STATUSES", "SessionManager", "sessions_of"]
+__all__ = ["OPEN_STATUSES", "SessionManager"]
 
 #: Store statuses that count as an active session.
 OPEN_STATUSES: tuple[str, ...] = ("active", "resuming", "awaiting_clarification")
 
 
 class SessionManager:
-    """Session lifecycle rules on top of a Memory."""
+    """Session lifecycle rules on top of a store.
+
+    ``create_session`` makes a session the way ``Memory.create_session`` does (it records
+    the session's token encoding too) and returns its id; ``tracker`` is the state part
+    (a paused session says so in its state); ``indexer_embedder`` gives the search part's
+    embedder when there is one, so topic changes use the same model.
+    """
 
     def __init__(
         self,
-        mem: Memory,
+        essentials: Essentials,
         *,
+        create_session: Callable[..., str],
+        tracker: StateTracker | None = None,
+        indexer_embedder: Callable[[], Embedder | None] | None = None,
         idle_timeout: timedelta = timedelta(hours=1),
         max_active_per_user: int = 10,
         split_on_topic_change: bool = False,
@@ -52,7 +62,10 @@ class SessionManager:
         expire_status: str = "paused",
         embedder: Embedder | None = None,
     ) -> None:
-        self.mem = mem
+        self.essentials = essentials
+        self._create_session = create_session
+        self.tracker = tracker
+        self._indexer_embedder = indexer_embedder
         self.idle_timeout = idle_timeout
         self.max_active_per_user = max_active_per_user
         self.split_on_topic_change = split_on_topic_change
@@ -68,9 +81,9 @@ class SessionManager:
     def create_session(self, user_id: str | None = None, **fields: Any) -> Session:
         """A new active session for ``user_id``; the user's oldest sessions beyond the cap pause."""
         with self._lock:
-            sid = self.mem.create_session(user_id=user_id, **fields)
+            sid = self._create_session(user_id=user_id, **fields)
             self.enforce_limit(user_id, keep=sid)
-            return self.mem.get_session(sid)
+            return self._session(sid)
 
     def find_active_session(self, user_id: str | None = None) -> Session | None:
         """The user's most recently active open session, after idle ones expired; or None."""
@@ -115,7 +128,7 @@ class SessionManager:
         with self._lock:
             for status in OPEN_STATUSES:
                 while True:
-                    batch = self.mem.store.list_sessions(
+                    batch = self.essentials.store.list_sessions(
                         SessionFilter(user_id=user_id, status=status, inactive_before=cutoff),
                         limit=200,
                     )
@@ -150,23 +163,22 @@ class SessionManager:
     def resume_session(self, session_id: str) -> Session:
         """Make a paused session active again (within the user's cap)."""
         with self._lock:
-            session = self.mem.get_session(session_id)
+            session = self._session(session_id)
             if session.status not in OPEN_STATUSES:
                 self._set_status(session_id, "active")
             self.enforce_limit(session.user_id, keep=session_id)
-            return self.mem.get_session(session_id)
+            return self._session(session_id)
 
     # ------------------------------------------------------------ topic change
 
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            indexer = self.mem.parts.indexer
-            found = getattr(indexer, "embedder", None)
+            found = self._indexer_embedder() if self._indexer_embedder is not None else None
             if found is None:
                 from memlane.search.embedders import get_embedder
 
-                spec = self.mem.settings.embedder
+                spec = self.essentials.settings.embedder
                 try:
                     found = get_embedder(spec) if spec else get_embedder("hashing")
                 except Exception:  # no model installed: word overlap still beats nothing
@@ -189,10 +201,10 @@ class SessionManager:
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
-        if self.mem.store.get_session(session_id) is None:
+        if self.essentials.store.get_session(session_id) is None:
             raise SessionNotFoundError(session_id)
         recent: list[Message] = [
-            m for m in self.mem.store.recent_messages(session_id, self.topic_window)
+            m for m in self.essentials.store.recent_messages(session_id, self.topic_window)
             if m.role in ("user", "assistant") and m.content.strip()
         ]
         texts = [m.content for m in reversed(recent)]
@@ -213,28 +225,26 @@ class SessionManager:
 
     # ------------------------------------------------------------ helpers
 
+    def _session(self, session_id: str) -> Session:
+        found = self.essentials.store.get_session(session_id)
+        if found is None:
+            raise SessionNotFoundError(session_id)
+        return found
+
     def _open_sessions(self, user_id: str | None, *, limit: int) -> list[Session]:
         found: list[Session] = []
         for status in OPEN_STATUSES:
             found.extend(
-                self.mem.store.list_sessions(SessionFilter(user_id=user_id, status=status), limit=limit)
+                self.essentials.store.list_sessions(SessionFilter(user_id=user_id, status=status), limit=limit)
             )
         found.sort(key=lambda s: (s.last_active_at, s.created_at), reverse=True)
         return found[:limit]
 
     def _set_status(self, session_id: str, status: str, *, state: bool = True) -> None:
-        self.mem.store.update_session(session_id, status=status)
+        self.essentials.store.update_session(session_id, status=status)
         if state and status == "paused":
             # The session state says so too, so a packet built later shows it.
-            current = get_state(self.mem, session_id)
+            source = self.tracker or self.essentials
+            current = get_state(source, session_id)
             current.status = "paused"
-            save_state(self.mem, current)
-
-
-def sessions_of(mem: Memory) -> SessionManager:
-    """The Memory's session manager (made on first use when the component is not attached)."""
-    manager = mem.parts.sessions
-    if manager is None:
-        manager = SessionManager(mem)
-        mem.parts.sessions = manager
-    return manager
+            save_state(source, current)

@@ -30,14 +30,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memlane.context.keyphrases import extract_keyphrases, normalize_term, tokenize_words
-from memlane.errors import CorruptRecordError, InvalidInputError, SessionNotFoundError
+from memlane.errors import CorruptRecordError, InvalidInputError, MemlaneError, SessionNotFoundError
 from memlane.language import STOPWORDS
 from memlane.models import JSON, SESSION_STATUSES, Message, Session, Turn, utcnow
 from memlane.state import language as lang
 from memlane.state.language import extract_job_refs
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.context.summaries import SummaryRecord
+    from memlane.ports import Essentials, MessageLog, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -287,8 +288,8 @@ def _snip(text: str, limit: int = 200) -> str:
 class _Context:
     """The messages before the one being folded in, fetched only when a rule needs them."""
 
-    def __init__(self, mem: Memory | None, session_id: str, preload: bool) -> None:
-        self.mem = mem
+    def __init__(self, log: MessageLog | None, session_id: str, preload: bool) -> None:
+        self.log = log
         self.session_id = session_id
         self.loaded = preload
         self.items: deque[Message] = deque(maxlen=HISTORY)
@@ -296,8 +297,8 @@ class _Context:
     def before(self, msg: Message) -> list[Message]:
         if not self.loaded:
             self.loaded = True
-            if self.mem is not None and msg.id is not None:
-                older = self.mem.store.recent_messages(self.session_id, HISTORY, before_id=msg.id)
+            if self.log is not None and msg.id is not None:
+                older = self.log.recent_messages(self.session_id, HISTORY, before_id=msg.id)
                 self.items.extend(reversed(older))
         return list(self.items)
 
@@ -550,8 +551,8 @@ def fold_message(
 class StateTracker:
     """Keeps each session's state current; one per Memory (``mem.parts.state``)."""
 
-    def __init__(self, mem: Memory) -> None:
-        self.mem = mem
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
         self._lock = threading.RLock()
         # Forgetting is announced before the messages are deleted, and other threads may
         # read the state in between: remember the ids so no rebuild folds them back in,
@@ -573,14 +574,14 @@ class StateTracker:
                 self._forgotten.pop(session_id, None)
             else:
                 self._forgotten.setdefault(session_id, set()).update(message_ids)
-            self.mem.store.delete_derived(session_id, STATE_KIND)
+            self.store.delete_derived(session_id, STATE_KIND)
 
     def generation(self, session_id: str) -> int:
         return self._generation.get(session_id, 0)
 
     def load(self, session_id: str) -> SessionState | None:
         try:
-            raw = self.mem.store.get_derived(session_id, STATE_KIND)
+            raw = self.store.get_derived(session_id, STATE_KIND)
         except CorruptRecordError:
             log.warning("session state of %s is corrupt; rebuilding it from the log", session_id)
             return None
@@ -597,21 +598,21 @@ class StateTracker:
         return state
 
     def _fresh(self, session_id: str) -> SessionState:
-        if self.mem.store.get_session(session_id) is None:
+        if self.store.get_session(session_id) is None:
             raise SessionNotFoundError(session_id)
         return SessionState(session_id=session_id, generation=self.generation(session_id))
 
     def advance(self, session_id: str) -> SessionState:
         """The stored state with every message it has not seen folded in, saved."""
         # The store's lock makes the read-fold-save atomic across processes too.
-        with self._lock, self.mem.store.session_lock(session_id, STATE_KIND):
+        with self._lock, self.store.session_lock(session_id, STATE_KIND):
             state = self.load(session_id) or self._fresh(session_id)
             if self._catch_up(state):
                 self.save(state)
             return state
 
     def _catch_up(self, state: SessionState) -> bool:
-        store = self.mem.store
+        store = self.store
         gone = self._forgotten.get(state.session_id, set())
         new = [
             m for m in store.iter_messages(
@@ -629,7 +630,7 @@ class StateTracker:
             if not turn_ids <= {t.turn_id for t in found}:
                 found = store.list_turns(state.session_id, limit=1_000_000)
             turns = {t.turn_id: t for t in found if t.turn_id in turn_ids}
-        ctx = _Context(self.mem, state.session_id, preload=state.last_message_id == 0)
+        ctx = _Context(self.store, state.session_id, preload=state.last_message_id == 0)
         ctx.before(new[0])  # topics need the window before the new messages
         for msg in new:
             if msg.id not in gone:
@@ -639,7 +640,7 @@ class StateTracker:
 
     def rebuild(self, session_id: str, *, keep_from: SessionState | None = None) -> SessionState:
         """A state from the log alone; the rolling summary (not ours to derive) is kept."""
-        with self._lock, self.mem.store.session_lock(session_id, STATE_KIND):
+        with self._lock, self.store.session_lock(session_id, STATE_KIND):
             state = self._fresh(session_id)
             previous = keep_from or self.load(session_id)
             if previous is not None:
@@ -650,11 +651,11 @@ class StateTracker:
 
     def save(self, state: SessionState) -> None:
         state.updated_at = utcnow()
-        self.mem.store.put_derived(state.session_id, STATE_KIND, state.to_dict())
+        self.store.put_derived(state.session_id, STATE_KIND, state.to_dict())
 
     def save_external(self, state: SessionState) -> SessionState:
         """Store a state someone changed (status, rolling summary), brought up to date."""
-        with self._lock, self.mem.store.session_lock(state.session_id, STATE_KIND):
+        with self._lock, self.store.session_lock(state.session_id, STATE_KIND):
             if state.generation < self.generation(state.session_id):
                 # Taken before messages were forgotten: rebuild, keep only what they set.
                 fresh = self.rebuild(state.session_id, keep_from=state)
@@ -666,19 +667,18 @@ class StateTracker:
             return state
 
 
-def _tracker(mem: Memory) -> StateTracker:
-    tracker = mem.parts.state
-    if tracker is not None:
-        return tracker
-    return StateTracker(mem)  # Memory without the component: still answer from the log
+def _tracker(source: StateTracker | Essentials) -> StateTracker:
+    """The tracker given, or one on the store given (a Memory's parts hand theirs in:
+    it knows which messages are being forgotten right now)."""
+    return source if isinstance(source, StateTracker) else StateTracker(source.store)
 
 
-def get_state(mem: Memory, session_id: str) -> SessionState:
+def get_state(source: StateTracker | Essentials, session_id: str) -> SessionState:
     """The session's current state (rebuilt from the log when missing, stale or corrupt)."""
-    return _tracker(mem).advance(session_id)
+    return _tracker(source).advance(session_id)
 
 
-def save_state(mem: Memory, state: SessionState) -> None:
+def save_state(source: StateTracker | Essentials, state: SessionState) -> None:
     """Store ``state`` after changing it (status ``resuming``/``shutdown_clean``, a summary).
 
     Messages the copy has not seen yet are folded in first, so saving an old copy never
@@ -690,9 +690,23 @@ def save_state(mem: Memory, state: SessionState) -> None:
         raise InvalidInputError(
             f"status must be one of {sorted(SESSION_STATUSES)}, got {state.status!r}"
         )
-    _tracker(mem).save_external(state)
+    _tracker(source).save_external(state)
 
 
-def rebuild_state(mem: Memory, session_id: str) -> SessionState:
+def rebuild_state(source: StateTracker | Essentials, session_id: str) -> SessionState:
     """Recompute the state from the log alone, store it and return it."""
-    return _tracker(mem).rebuild(session_id)
+    return _tracker(source).rebuild(session_id)
+
+
+def share_summary(tracker: StateTracker, record: SummaryRecord) -> None:
+    """Put a session's rolling summary into its state (``rolling_summary``); the summaries
+    part calls this after each update (wired in components.py)."""
+    try:
+        state = tracker.advance(record.session_id)
+        if (state.rolling_summary or "") != record.text:
+            state.rolling_summary = record.text or None
+            # Saving a copy that missed a message is safe: the tracker replays
+            # from the copy's last_message_id on its next read.
+            tracker.save_external(state)
+    except MemlaneError as exc:
+        log.debug("could not share the rolling summary of %s: %s", record.session_id, exc)
