@@ -22,22 +22,64 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memlane.config import Settings
 from memlane.errors import ConflictError, NotFoundError
-from memlane.models import Message, Session
+from memlane.models import Message, SearchHit, Session
+
+if TYPE_CHECKING:
+    from memlane.notes.service import NotesService
+    from memlane.store import Store
+    from memlane.store.erase import EraseCounts
 
 
 class SessionMaker(Protocol):
     """Makes and reads sessions the way ``Memory`` (and ``MemoryClient``) do."""
 
-    def create_session(self, *args: Any, **fields: Any) -> str: ...
+    def create_session(
+        self, system_prompt: str | None = None, metadata: Mapping[str, Any] | None = None, *,
+        title: str | None = None, session_id: str | None = None, tenant_id: str = "default",
+    ) -> str: ...
     def get_session(self, session_id: str) -> Session: ...
+
+
+class HasNotesPart(Protocol):
+    @property
+    def notes(self) -> NotesService | None: ...
+
+
+class RoomMemory(SessionMaker, Protocol):
+    """What memory commands, forgetting a conversation and lifecycle maintenance use of a
+    memory (``Memory`` has it): its store and settings, sessions, search, pinning, the one
+    erase routine, flush and the notes part; nothing else of it is in reach."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def parts(self) -> HasNotesPart: ...
+    def ensure_session(self, session_id: str, **fields: Any) -> Session: ...
+    def search(
+        self, query: str, *, session_id: str | None = None, tenant_id: str | None = None, top_k: int = 10,
+    ) -> list[SearchHit]: ...
+    def mark_important(
+        self, message_id: int, *, importance: float = 1.0, pinned: bool | None = True
+    ) -> Message: ...
+    def erase(
+        self, *, session_ids: Sequence[str] = (), message_ids: Sequence[int] = (),
+        note_ids: Sequence[int] = (), keep_notes: bool = False,
+    ) -> EraseCounts: ...
+    def flush(self, timeout: float | None = None) -> None: ...
+
 
 __all__ = [
     "DEFAULT_ANCHOR_ID",
+    "HasNotesPart",
+    "RoomMemory",
+    "SessionMaker",
     "anchor_id",
     "cli_author",
     "display_name",

@@ -22,7 +22,7 @@ from memlane.errors import ConflictError, MemlaneError, SessionNotFoundError
 from memlane.models import Session
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
+    from memlane.rooms.anchor import RoomMemory
 
 __all__ = ["ForgetReport", "forget_conversation"]
 
@@ -37,7 +37,7 @@ class ForgetReport:
         return {"session_id": self.session_id, "messages": self.messages, "notes": self.notes}
 
 
-def forget_conversation(mem: Memory, session_id: str, *, keep_shell: bool = True) -> ForgetReport:
+def forget_conversation(mem: RoomMemory, session_id: str, *, keep_shell: bool = True) -> ForgetReport:
     """Delete the conversation's history and everything derived from it.
 
     With ``keep_shell`` an empty conversation with the same id, tenant, owner, system

@@ -34,8 +34,8 @@ from memlane.rooms.commands import MUTATING_ACTIONS, Command, is_command, parse_
 from memlane.rooms.forget import forget_conversation
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
     from memlane.notes.service import NotesService
+    from memlane.rooms.anchor import RoomMemory
 
 __all__ = ["CommandResult", "handle_command"]
 
@@ -139,7 +139,7 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 class _Runner:
-    def __init__(self, mem: Memory, service: NotesService, session_id: str, cmd: Command,
+    def __init__(self, mem: RoomMemory, service: NotesService, session_id: str, cmd: Command,
                  author_id: str | None, author_name: str | None, message_id: int | None) -> None:
         self.mem = mem
         self.service = service
@@ -313,7 +313,7 @@ class _Runner:
 
 
 def handle_command(
-    mem: Memory,
+    mem: RoomMemory,
     service: NotesService,
     session_id: str,
     text: str,

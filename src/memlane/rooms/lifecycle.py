@@ -22,14 +22,15 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memlane.errors import InvalidInputError, SessionNotFoundError
 from memlane.models import SessionFilter, utcnow
 
 if TYPE_CHECKING:
-    from memlane.memory import Memory
     from memlane.notes.service import NotesService
+    from memlane.rooms.anchor import RoomMemory
+    from memlane.store import Store
 
 __all__ = ["MaintainReport", "MaintenanceTimer", "archive_session", "maintain", "unarchive_session"]
 
@@ -56,7 +57,7 @@ class MaintainReport:
         }
 
 
-def _service(mem: Memory) -> NotesService:
+def _service(mem: RoomMemory) -> NotesService:
     from memlane.notes.service import NotesService
 
     service = mem.parts.notes
@@ -67,28 +68,28 @@ def _service(mem: Memory) -> NotesService:
     return service
 
 
-def archive_session(mem: Memory, session_id: str, reason: str | None = None) -> bool:
+def archive_session(mem: RoomMemory, session_id: str, reason: str | None = None) -> bool:
     """Move a conversation to the archive tier; False if it was archived already."""
     return _service(mem).store.archive_session(session_id, reason)
 
 
-def unarchive_session(mem: Memory, session_id: str) -> bool:
+def unarchive_session(mem: RoomMemory, session_id: str) -> bool:
     """Bring an archived conversation back; False if it was not archived."""
     return _service(mem).store.unarchive_session(session_id)
 
 
-def _all_sessions(mem: Memory, flt: SessionFilter) -> list[Any]:
+def _all_sessions(store: Store, flt: SessionFilter) -> list[Any]:
     out: list[Any] = []
     offset = 0
     while True:
-        page = mem.store.list_sessions(flt, limit=1000, offset=offset)
+        page = store.list_sessions(flt, limit=1000, offset=offset)
         out.extend(page)
         if len(page) < 1000:
             return out
         offset += 1000
 
 
-def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False) -> MaintainReport:
+def maintain(mem: RoomMemory, *, now: datetime | None = None, dry_run: bool = False) -> MaintainReport:
     """Apply the configured limits once; ``dry_run`` reports without changing anything."""
     settings = mem.settings
     now = now or utcnow()
@@ -99,7 +100,7 @@ def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False)
 
     if settings.archive_after_days and service is not None:
         cutoff = now - timedelta(days=settings.archive_after_days)
-        for s in _all_sessions(mem, SessionFilter(inactive_before=cutoff)):
+        for s in _all_sessions(mem.store, SessionFilter(inactive_before=cutoff)):
             if s.status == "archived":
                 continue
             if not dry_run:
@@ -109,11 +110,11 @@ def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False)
     doomed: list[str] = []
     if settings.auto_prune_days is not None:
         cutoff = now - timedelta(days=settings.auto_prune_days)
-        report.pruned_inactive = [s.id for s in _all_sessions(mem, SessionFilter(inactive_before=cutoff))]
+        report.pruned_inactive = [s.id for s in _all_sessions(mem.store, SessionFilter(inactive_before=cutoff))]
         doomed.extend(report.pruned_inactive)
 
     if settings.max_sessions is not None:
-        newest_first = _all_sessions(mem, SessionFilter())
+        newest_first = _all_sessions(mem.store, SessionFilter())
         survivors = [s for s in newest_first if s.id not in set(doomed)]
         report.pruned_over_limit = [s.id for s in survivors[settings.max_sessions:]]
         doomed.extend(report.pruned_over_limit)
@@ -123,10 +124,10 @@ def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False)
 
     if settings.max_turns_per_session is not None:
         limit = settings.max_turns_per_session
-        for s in _all_sessions(mem, SessionFilter()):
+        for s in _all_sessions(mem.store, SessionFilter()):
             if s.id in doomed or s.message_count <= limit:
                 continue
-            ids = _trim_ids(mem, s.id, limit)
+            ids = _trim_ids(mem.store, s.id, limit)
             if ids:
                 report.trimmed_messages[s.id] = len(ids)
                 if not dry_run:
@@ -134,9 +135,9 @@ def maintain(mem: Memory, *, now: datetime | None = None, dry_run: bool = False)
     return report
 
 
-def _trim_ids(mem: Memory, session_id: str, max_turns: int) -> list[int]:
+def _trim_ids(store: Store, session_id: str, max_turns: int) -> list[int]:
     """Ids older than the session's newest ``max_turns`` user messages, pinned ones kept."""
-    messages = list(mem.store.iter_messages(session_id))
+    messages = list(store.iter_messages(session_id))
     user_ids = [m.id for m in messages if m.role == "user" and m.id is not None]
     if len(user_ids) <= max_turns:
         return []
@@ -144,10 +145,16 @@ def _trim_ids(mem: Memory, session_id: str, max_turns: int) -> list[int]:
     return [m.id for m in messages if m.id is not None and m.id < cut and not m.pinned]
 
 
-class MaintenanceTimer:
-    """Runs :func:`maintain` every ``minutes`` in a daemon thread until closed."""
+class Maintainable(Protocol):
+    """Something that applies its lifecycle limits when asked (``Memory.maintain``)."""
 
-    def __init__(self, mem: Memory, minutes: float) -> None:
+    def maintain(self, *, dry_run: bool = False) -> MaintainReport: ...
+
+
+class MaintenanceTimer:
+    """Runs ``mem.maintain()`` every ``minutes`` in a daemon thread until closed."""
+
+    def __init__(self, mem: Maintainable, minutes: float) -> None:
         if minutes <= 0:
             raise InvalidInputError("the maintenance interval must be positive")
         self.mem = mem
@@ -159,7 +166,7 @@ class MaintenanceTimer:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                report = maintain(self.mem)
+                report = self.mem.maintain()
                 log.info("memlane maintain: %s", report.to_dict())
             except SessionNotFoundError:
                 continue  # a session vanished while we looked at it; next round
