@@ -11,8 +11,8 @@ from memlane.eval.locomo import evaluate
 pytestmark = pytest.mark.postgres
 
 #: How far apart the two stores may land. The log, the vectors and the fusion are the same;
-#: the keyword side differs a little (Snowball vs Porter stemming, document length counted in
-#: lexemes vs tokens), which moves a few evidence turns by a rank or two.
+#: the keyword side differs a little (stopword lists, document length counted in lexemes vs
+#: tokens; both stem with Snowball), which moves a few evidence turns by a rank or two.
 MARGIN = 0.03
 
 
