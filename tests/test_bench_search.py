@@ -94,3 +94,14 @@ def test_bench_search_prints_figures_for_people_without_json(
     figures = dict(line.split(maxsplit=1) for line in out.splitlines())
     assert figures["messages"] == "1000" and float(figures["search_ms_p50"]) > 0
     assert "sqlite_vec.vector_search_ms_p50" in figures  # nested figures keep their path
+
+
+def test_bench_search_vectors_only_times_the_index_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["bench", "search", "--vectors-only", "--messages", "2500", "--users", "5", "--queries", "10", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["messages"] == 2500 and out["vectors"].startswith("synthetic")
+    assert out["first_search_after_load_s"] > 0
+    fresh = out["fresh_process"]
+    assert set(fresh["by_share"]) == {"1%", "10%", "100%"}
+    assert all(0 < s["vector_search_ms_p50"] <= s["vector_search_ms_p95"] for s in fresh["by_share"].values())
+    assert fresh["memory_after_searches"]["rss_mb"] > 0

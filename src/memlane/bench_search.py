@@ -380,8 +380,12 @@ def _fresh_process(
 ) -> dict[str, Any]:
     """First search, per-share latency and memory in a new Python process (see
     :mod:`memlane.bench_search_process`)."""
+    return _run_fresh(work, {"db": str(db), "embedder": embedder_spec, "queries": queries, "shares": shares})
+
+
+def _run_fresh(work: Path, job: dict[str, Any]) -> dict[str, Any]:
     spec = work / "fresh.json"
-    spec.write_text(json.dumps({"db": str(db), "embedder": embedder_spec, "queries": queries, "shares": shares}))
+    spec.write_text(json.dumps(job))
     done = subprocess.run(
         [sys.executable, "-m", "memlane.bench_search_process", str(spec)],
         capture_output=True, text=True, check=False,
@@ -463,3 +467,68 @@ def _chroma(
     ]
     unfiltered = [_time_once(col.query, query_embeddings=[v.tolist()], n_results=10) for v in qvecs]
     return _peer_figures(times, unfiltered, load_s, getattr(chromadb, "__version__", "?"))
+
+
+def run_index_scale(
+    *, messages: int, users: int, queries: int = 100, dimension: int = 384, progress: Progress | None = None
+) -> dict[str, Any]:
+    """The vector index alone at a scale where writing real messages is out of reach.
+
+    Every message is one word and every vector synthetic (unit vectors around 3,000
+    centres, as chat repeats itself); the index, its files, its per-user slices and the
+    process's memory are the real ones. Times the first search after the bulk load (which
+    builds the index files), then, in a fresh process, the first search (opening them) and
+    ``index.search`` filtered to each user share, with RSS.
+    """
+    from memlane.models import Session
+    from memlane.ports import ModelInfo
+
+    shares = share_filters(users)
+    rng = np.random.default_rng(17)
+    centres = rng.standard_normal((3000, dimension)).astype(np.float32)
+    result: dict[str, Any] = {
+        "messages": messages, "users": users, "dimension": dimension,
+        "vectors": "synthetic (random unit vectors around 3,000 centres), one-word messages: "
+                   "the vector index alone, not hybrid search",
+    }
+    with tempfile.TemporaryDirectory(prefix="memlane-bench-") as tmp:
+        db = Path(tmp) / "scale.db"
+        t = time.perf_counter()
+        store = open_store(db, durability="normal")
+        try:
+            index = store.vector_index()
+            assert index is not None
+            index.set_model_info(ModelInfo("synthetic", dimension))
+            batch_ids: list[int] = []
+            for s in range(0, messages, PER_SESSION):
+                sid = f"chat-{s // PER_SESSION}"
+                store.create_session(Session(id=sid, user_id=owner(s // PER_SESSION, users), agent_id=AGENT))
+                n = min(PER_SESSION, messages - s)
+                stored = store.append(sid, [Message(role="user", content="m") for _ in range(n)])
+                batch_ids.extend(m.id for m in stored if m.id is not None)
+                if len(batch_ids) >= 5000 or s + n >= messages:
+                    index.upsert(batch_ids, _synthetic(rng, centres, len(batch_ids)))
+                    batch_ids = []
+                    if progress:
+                        progress("writing messages and vectors", s + n, messages)
+            result["corpus_build_s"] = round(time.perf_counter() - t, 1)
+            probe = _synthetic(rng, centres, queries)
+            t = time.perf_counter()
+            index.search(probe[0], 10, MessageFilter(**shares["100%"]))
+            result["first_search_after_load_s"] = round(time.perf_counter() - t, 2)  # builds the files
+        finally:
+            store.close()
+        qfile = Path(tmp) / "queries.npy"
+        np.save(qfile, probe)
+        if progress:
+            progress("searching in a fresh process", 0, 1)
+        result["fresh_process"] = _run_fresh(Path(tmp), {"db": str(db), "vector_queries": str(qfile),
+                                                          "shares": shares})
+    return result
+
+
+def _synthetic(rng: np.random.Generator, centres: np.ndarray[Any, np.dtype[np.float32]], n: int
+               ) -> np.ndarray[Any, np.dtype[np.float32]]:
+    x = centres[rng.integers(0, len(centres), n)] + 0.3 * rng.standard_normal((n, centres.shape[1])).astype(np.float32)
+    out: np.ndarray[Any, np.dtype[np.float32]] = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return out

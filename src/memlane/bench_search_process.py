@@ -81,9 +81,45 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def run_vectors(spec: dict[str, Any]) -> dict[str, Any]:
+    """The vector index alone: ``index.search`` with each share's filter."""
+    t0 = time.perf_counter()
+    import numpy as np
+
+    from memlane.models import MessageFilter
+    from memlane.store import open_store
+
+    queries = np.load(spec["vector_queries"])
+    shares: dict[str, dict[str, Any]] = spec["shares"]
+    out: dict[str, Any] = {}
+    store = open_store(spec["db"], durability="normal")
+    try:
+        index = store.vector_index()
+        assert index is not None
+        opened = time.perf_counter()
+        index.search(queries[0], 10, MessageFilter(**shares["100%"]))
+        first = time.perf_counter()
+        out["open_ms"] = round((opened - t0) * 1000, 1)
+        out["first_search_ms"] = round((first - opened) * 1000, 1)
+        by_share: dict[str, Any] = {}
+        for share, flt in shares.items():
+            times: list[float] = []
+            for q in queries:
+                t = time.perf_counter()
+                index.search(q, 100, MessageFilter(**flt))
+                times.append((time.perf_counter() - t) * 1000)
+            by_share[share] = {"filter": flt, "vector_search_ms_p50": round(statistics.median(times), 2),
+                               "vector_search_ms_p95": round(_pct(times, 0.95), 2)}
+        out["by_share"] = by_share
+        out["memory_after_searches"] = memory_mb()
+    finally:
+        store.close()
+    return out
+
+
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
-    print(json.dumps(run(spec)))
+    print(json.dumps(run_vectors(spec) if "vector_queries" in spec else run(spec)))
 
 
 if __name__ == "__main__":

@@ -129,6 +129,11 @@ def bench_search_cmd(
     peers: bool = typer.Option(
         True, "--peers/--no-peers", help="Also load the same vectors into sqlite-vec and ChromaDB."
     ),
+    vectors_only: bool = typer.Option(
+        False, "--vectors-only",
+        help="Time the vector index alone, on synthetic vectors and one-word messages (for a "
+        "scale such as 1,000,000 where writing and embedding real messages takes hours on 2 cores).",
+    ),
     ingest: int = typer.Option(1000, "--ingest", min=10, help="Messages for the ingest figure."),
     queries: int = typer.Option(200, "--queries", min=10, help="Queries to time."),
     embedder: str = typer.Option("minilm", "--embedder", help="Embedder spec."),
@@ -136,8 +141,13 @@ def bench_search_cmd(
 ) -> None:
     """Search p50/p95 per user share, first search in a fresh process and its memory, ingest
     msgs/s, and sqlite-vec and ChromaDB on the same vectors."""
-    from memlane.bench_search import chroma_available, run_search_bench
+    from memlane.bench_search import chroma_available, run_index_scale, run_search_bench
 
+    if vectors_only:
+        with progress_bar() as progress:
+            scale = run_index_scale(messages=messages, users=users, queries=queries, progress=progress)
+        print(json.dumps(scale, indent=2) if as_json else "\n".join(figure_lines(scale)))
+        return
     if peers and not chroma_available():
         err_console.print(
             "chromadb is not installed, so the ChromaDB comparison is skipped; "

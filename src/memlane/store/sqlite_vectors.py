@@ -480,18 +480,24 @@ class SQLiteVectorIndex:
         view = self._synced()
         if view is None or not ids:
             return {}
+        import numpy as np
+
+        from memlane.search.matrix import dots
+
         q = checked_query(query, view.model.dimension)
         out: dict[int, float] = {}
         rest = []
         for mid in ids:
             pos = view.tail_pos.get(int(mid))
             if pos is not None:
-                out[int(mid)] = float(view.tail.data[pos] @ q)
+                out[int(mid)] = float(dots(view.tail.data[pos : pos + 1], q)[0])
             else:
                 rest.append(int(mid))
-        present, rows = view.base.row_of(rest)
+        _, rows = view.base.row_of(rest)
         if len(rows):
-            sims = view.base.segment.data[rows] @ q
+            rows = np.sort(rows)  # memory-mapped pages in file order
+            sims = dots(view.base.segment.data[rows], q)
+            present = view.base.segment.ids[rows]
             out.update({int(m): float(s) for m, s in zip(present.tolist(), sims.tolist(), strict=True)})
         return out
 
