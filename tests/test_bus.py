@@ -210,3 +210,37 @@ def test_redis_url_is_checked_when_settings_are_read(tmp_path: Path) -> None:
     env = {"MEMLANE_CONFIG": str(tmp_path / "absent.yaml"), "MEMLANE_REDIS_URL": "localhost:6379"}
     with pytest.raises(ConfigError, match="redis_url must start with redis://"):
         load_settings(env=env)
+
+
+# ---------------------------------------------------------------- retention and forget
+
+
+def test_forget_leaves_one_marker_that_pruning_removes_and_late_followers_hear_of_it(any_mem: Memory) -> None:
+    from memlane.store.events import LOST
+
+    mem = any_mem
+    store = mem.store
+    start = store.last_event_id()  # type: ignore[attr-defined]
+    sid = mem.create_session(session_id="gone", user_id="ana", tenant_id="acme")
+    mem.store_interaction("my tram pass number", "noted", session_id=sid)
+    note = mem.add_note("Ana takes tram 28", user_id="ana", session_id=sid)
+    mem.create_session(session_id="stays", tenant_id="acme")
+    mem.delete_session(sid)
+    events = list(mem.events(since=start))
+    naming = [e.kind for e in events if e.session_id == "gone"]
+    assert naming == ["session.forgotten"]  # its created/appended events went with it
+    removed = [e for e in events if e.kind == "note.removed"]
+    assert [e.subject_id for e in removed] == [note.id] and removed[0].session_id is None
+    # pruning: within the hour the marker stays, after it the id is gone from the outbox
+    assert store.prune_events() == 0  # type: ignore[attr-defined]
+    later = time.time() + 2 * 3600
+    assert store.prune_events(later) == 1  # type: ignore[attr-defined]
+    assert all(e.session_id != "gone" for e in mem.events(since=0))
+    # a follower that stopped before the pruned marker is told it missed events
+    replay = list(mem.events(since=start))
+    assert replay[0].kind == LOST and replay[0].id == start
+    assert [e.kind for e in replay[1:]] == [e.kind for e in events if e.kind != "session.forgotten"]
+    assert list(mem.events(since=store.last_event_id())) == []  # type: ignore[attr-defined]
+    # retention: everything older than event_retention_days goes
+    assert store.prune_events(later, retention_seconds=3600) >= len(replay) - 1  # type: ignore[attr-defined]
+    assert [e.kind for e in mem.events(since=0)] == [LOST]

@@ -168,3 +168,72 @@ def test_doctor_opens_no_missing_store(tmp_path: Path, capsys: pytest.CaptureFix
         main(["--store", str(tmp_path / "nope.db"), "doctor"])
     assert exc.value.code == 4
     assert not (tmp_path / "nope.db").exists()
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """A consistent copy of a live SQLite file (what a careless 'backup' is)."""
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+
+
+def test_erasure_log_finds_forgotten_data_copied_back_and_fixes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    code, report = _doctor(db, capsys)
+    assert code == 0 and _by_check(report, "erasure_log")[0]["status"] == "ok"
+    _copy(db, tmp_path / "before-forget.db")
+    with Memory(db, embedder="hashing") as mem:
+        mem.delete_session("s1")
+        mem.forget_messages(mem.store.message_ids("s0")[:2])
+    code, report = _doctor(db, capsys)
+    assert code == 0 and report["healthy"], report  # forgetting leaves a healthy store
+    assert "2 erasures logged" in _by_check(report, "erasure_log")[0]["message"]
+    # Damage: the old file is copied over the live one instead of `memlane restore`.
+    _copy(tmp_path / "before-forget.db", db)
+    code, report = _doctor(db, capsys)
+    assert code == 10
+    [back] = [f for f in _by_check(report, "erasure_log") if f["status"] == "error"]
+    assert "1 sessions" in back["message"] and "2 messages" in back["message"]  # s1 (its messages with it), 2 of s0
+    assert "--fix-erasures" in back["action"]
+    code, report = _doctor(db, capsys, "--fix-erasures")
+    assert code == 0 and report["healthy"], report
+    with Memory(db, embedder="hashing") as mem:
+        assert {s.id for s in mem.list_sessions()} == {"s0", "s2"}
+        assert mem.store.count_messages("s0") == 6
+
+
+def test_outbox_naming_a_forgotten_session_is_damage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    _seed(db)
+    with sqlite3.connect(db) as conn:  # what a store of before migration 12 kept after a forget
+        conn.execute("INSERT INTO change_events (at, tenant_id, kind, session_id, subject_id) "
+                     "VALUES (0, NULL, 'message.appended', 'gone-session', 99)")
+        conn.execute("INSERT INTO change_events (at, tenant_id, kind, session_id) "
+                     "VALUES (0, NULL, 'session.forgotten', 'older-gone')")
+    code, report = _doctor(db, capsys)
+    assert code == 10
+    outbox = {f["status"]: f for f in _by_check(report, "outbox")}
+    assert "1 change events still name forgotten sessions" in outbox["error"]["message"]
+    assert "1 session.forgotten markers" in outbox["warn"]["message"]
+    code, report = _doctor(db, capsys, "--fix-erasures")
+    assert code == 0 and [f["status"] for f in _by_check(report, "outbox")] == ["ok"]
+    with sqlite3.connect(db) as conn:
+        names = {r[0] for r in conn.execute("SELECT session_id FROM change_events")}
+    assert not names & {"gone-session", "older-gone"}
+
+
+@pytest.mark.postgres
+def test_postgres_outbox_check(fresh_pg_store: PostgresStore) -> None:
+    with Memory(fresh_pg_store, embedder="hashing") as mem:
+        mem.store_interaction("tram 28", "noted", session_id=mem.create_session(session_id="p1"))
+        mem.delete_session("p1")
+        report = diagnose(mem.store, "hashing")
+        assert report.healthy, report.to_dict()
+        assert next(f for f in report.findings if f.check == "erasure_log").status == "info"
+        fresh_pg_store.write(lambda conn: conn.execute(
+            "INSERT INTO change_events (at, kind, session_id) VALUES (0, 'message.appended', 'p1')"))
+        assert not diagnose(mem.store, "hashing").healthy
+        assert fresh_pg_store.repair_erasures()["events"] == 1
+        assert diagnose(mem.store, "hashing").healthy

@@ -107,6 +107,9 @@ class Settings:
     # PostgreSQL (docs/scaling.md). redis_prefix names this deployment's keys and channel,
     # so two deployments can share one server.
     redis_url: str | None = None
+    # How long change events stay in the outbox (store/events.py): an instance or SSE
+    # client away longer than this is told events.lost and drops its caches.
+    event_retention_days: float = field(default=7.0, metadata=_bounds(gt=0))
     redis_prefix: str = field(default="memlane", metadata={"pattern": r"^[A-Za-z0-9_.:-]{1,64}$"})
 
     def __post_init__(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from memlane import errors
 from memlane.store.base import Store
+from memlane.store.erasure_check import ErasureHealth
 from memlane.store.health import StoreHealth
 
 #: WAL beyond this means checkpoints are not keeping up (a long reader holds it open).
@@ -35,9 +36,15 @@ class HealthReporting(Protocol):
     def delete_orphans(self) -> dict[str, int]: ...
 
 
+@runtime_checkable
+class ErasureReporting(Protocol):
+    def erasure_health(self, now: float | None = None) -> ErasureHealth: ...
+    def repair_erasures(self, now: float | None = None) -> dict[str, int]: ...
+
+
 @dataclass(slots=True)
 class Finding:
-    check: str  # integrity, keyword_index, orphans, index_lag, embedder, disk, wal
+    check: str  # integrity, keyword_index, orphans, index_lag, embedder, disk, wal, erasure_log, outbox
     status: str  # ok, info, warn, error
     message: str
     action: str = ""  # what to do; empty when nothing is needed
@@ -99,6 +106,8 @@ def diagnose(store: Store, embedder_spec: str | None) -> Report:
     _orphans(facts, add)
     _vectors(store, embedder_spec, add)
     _disk(facts, add)
+    if isinstance(store, ErasureReporting):
+        _erasures(store.erasure_health(), add)
     for note in facts.notes:
         add(Finding("not_checked", "info", note))
     return report
@@ -109,6 +118,53 @@ def fix_orphans(store: Store) -> dict[str, int]:
     if not isinstance(store, HealthReporting):
         raise errors.InvalidInputError(f"store {store.url} cannot report its health")
     return store.delete_orphans()
+
+
+def fix_erasures(store: Store) -> dict[str, int]:
+    """Erase again what the erasure log names and scrub the outbox; counts of what went."""
+    if not isinstance(store, ErasureReporting):
+        raise errors.InvalidInputError(f"store {store.url} keeps no erasure records")
+    return store.repair_erasures()
+
+
+_FIX_ERASURES = "memlane doctor --fix-erasures"
+
+
+def _erasures(facts: ErasureHealth, add: Any) -> None:
+    if facts.back:
+        listed = ", ".join(f"{n} {kind}" for kind, n in sorted(facts.back.items()))
+        add(Finding(
+            "erasure_log", "error",
+            f"forgotten data is back: {listed} the erasure log says were erased exist again "
+            "(a backup copied into place instead of restored with memlane restore?)",
+            f"erase them again: {_FIX_ERASURES} (replays the erasure log)", "corrupt",
+        ))
+    elif facts.log_kept:
+        add(Finding("erasure_log", "ok",
+                    f"{facts.log_entries} erasures logged; everything they erased is still gone"))
+    else:
+        add(Finding("erasure_log", "info",
+                    "this backend keeps no erasure log: restore PostgreSQL backups only with the "
+                    "erasures made since replayed (or take a new backup after each forget)"))
+    if facts.torn_lines:
+        add(Finding("erasure_log", "info",
+                    f"{facts.torn_lines} erasure-log line(s) cut short by a crash: the erase each "
+                    "logged had not returned, so it was not acknowledged"))
+    if facts.outbox_leftovers:
+        add(Finding(
+            "outbox", "error",
+            f"{facts.outbox_leftovers} change events still name forgotten sessions",
+            f"remove them: {_FIX_ERASURES}", "corrupt",
+        ))
+    else:
+        add(Finding("outbox", "ok", "no change event names a forgotten session beyond its marker"))
+    if facts.stale_markers:
+        add(Finding(
+            "outbox", "warn",
+            f"{facts.stale_markers} session.forgotten markers are over an hour old (writes prune "
+            "them; this store has had none since)",
+            f"prune them now: {_FIX_ERASURES}",
+        ))
 
 
 def _integrity(facts: StoreHealth, add: Any) -> None:

@@ -166,6 +166,8 @@ class Memory:
             self.store: Store = open_store(path, **options)
         else:
             self.store = path
+        if hasattr(self.store, "event_retention_seconds"):
+            self.store.event_retention_seconds = self.settings.event_retention_days * 86_400.0
         #: Seals files written beside an encrypted store (checkpoints); None when not encrypted.
         self.sealer: Sealer | None = None
         if options.get("key") and getattr(self.store, "encrypted", False):

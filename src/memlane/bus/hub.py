@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from memlane.bus.bell import Doorbell
 from memlane.errors import InvalidInputError
-from memlane.store.events import ChangeEvent, EventSource
+from memlane.store.events import ChangeEvent, EventSource, lost_since
 
 __all__ = ["EventBus", "Subscription", "Waker"]
 
@@ -152,6 +152,9 @@ class EventBus:
 
     def _follow(self, after: int, tenant_id: str | None, wait: bool,
                 stop: threading.Event | None, batch: int) -> Iterator[ChangeEvent]:
+        lost = lost_since(self.source, after)
+        if lost is not None:
+            yield lost  # events it had not read were pruned: caches must drop everything
         while stop is None or not stop.is_set():
             seen = self.bell.generation  # before the read: a ring during it is not lost
             found = self.source.events_after(after, tenant_id=tenant_id, limit=batch)

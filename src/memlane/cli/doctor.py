@@ -21,9 +21,14 @@ def doctor_cmd(
     fix_orphans: bool = typer.Option(
         False, "--fix-orphans", help="Delete derived rows whose source is gone, then check again."
     ),
+    fix_erasures: bool = typer.Option(
+        False, "--fix-erasures",
+        help="Erase again what the erasure log names, drop change events naming forgotten sessions, then check again.",
+    ),
 ) -> None:
-    """Check integrity, keyword index, orphans, vector lag, embedder and disk; exit non-zero when something needs action."""
+    """Check integrity, keyword index, orphans, vector lag, embedder, disk, erasures and the event outbox; exit non-zero when something needs action."""
     from memlane.doctor import diagnose
+    from memlane.doctor import fix_erasures as repair_erasures
     from memlane.doctor import fix_orphans as delete_orphans
     from memlane.store import open_store
 
@@ -35,6 +40,11 @@ def doctor_cmd(
             if not as_json:
                 done = ", ".join(f"{n} from {where}" for where, n in sorted(removed.items()))
                 console.print(f"deleted orphaned rows: {done or 'none'}", highlight=False)
+        if fix_erasures:
+            erased = repair_erasures(opened)
+            if not as_json:
+                done = ", ".join(f"{n} {kind}" for kind, n in erased.items() if n)
+                console.print(f"erased again: {done or 'nothing'}", highlight=False)
         report = diagnose(opened, cli.settings().embedder)
     finally:
         opened.close()

@@ -262,6 +262,8 @@ def maintain_cmd(
     console.print(f"{verb}archive {len(data['archived'])}, {verb}prune {len(data['pruned_inactive'])} inactive "
                   f"and {len(data['pruned_over_limit'])} over the limit, {verb}trim "
                   f"{sum(data['trimmed_messages'].values())} message(s) in {len(data['trimmed_messages'])} conversation(s)")
+    if not dry_run:
+        console.print(f"pruned {data['pruned_events']} change event(s) past retention from the outbox")
 
 
 def archive_cmd(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memlane.errors import InvalidInputError, SessionNotFoundError
 from memlane.models import SessionFilter, utcnow
+from memlane.store.events import EventRetention
 
 if TYPE_CHECKING:
     from memlane.notes.service import NotesService
@@ -45,6 +46,7 @@ class MaintainReport:
     pruned_inactive: list[str] = field(default_factory=list)
     pruned_over_limit: list[str] = field(default_factory=list)
     trimmed_messages: dict[str, int] = field(default_factory=dict)
+    pruned_events: int = 0  # change events past retention, and forgotten sessions' markers
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +56,7 @@ class MaintainReport:
             "pruned_inactive": list(self.pruned_inactive),
             "pruned_over_limit": list(self.pruned_over_limit),
             "trimmed_messages": dict(self.trimmed_messages),
+            "pruned_events": self.pruned_events,
         }
 
 
@@ -132,6 +135,10 @@ def maintain(mem: RoomMemory, *, now: datetime | None = None, dry_run: bool = Fa
                 report.trimmed_messages[s.id] = len(ids)
                 if not dry_run:
                     mem.erase(message_ids=ids, keep_notes=True)
+    if not dry_run and isinstance(mem.store, EventRetention):
+        # after the erasures above: their markers are new and stay for the other instances
+        while pruned := mem.store.prune_events():
+            report.pruned_events += pruned
     return report
 
 

@@ -23,7 +23,7 @@ from fastapi.responses import StreamingResponse
 
 from memlane.errors import InvalidInputError
 from memlane.server.routes import View
-from memlane.store.events import ChangeEvent, EventSource
+from memlane.store.events import ChangeEvent, EventSource, lost_since
 
 router = APIRouter(prefix="/v1")
 
@@ -85,6 +85,9 @@ async def events(
         idle = 0.0
         try:
             yield ": memlane change events\n\n"  # sends the headers at once
+            lost = await anyio.to_thread.run_sync(lost_since, store, after)
+            if lost is not None:  # what it had not read was pruned: drop every cache
+                yield _frame(lost)
             while True:
                 rung.clear()  # before the read: a ring during it makes the wait below return
                 found = await anyio.to_thread.run_sync(partial(store.events_after, after, tenant_id=tenant))

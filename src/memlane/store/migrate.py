@@ -42,7 +42,7 @@ LOG_TABLES = ("sessions", "messages", "turns", "derived")
 #: change_events is not copied: the target's triggers write its own events as rows arrive.
 _HANDLED = frozenset(
     {*LOG_TABLES, "tool_call_ids", "message_vectors", "vector_meta", "vector_deletions", "schema_migrations",
-     "sqlite_sequence", "change_events"}
+     "sqlite_sequence", "change_events", "change_events_pruned"}
 )
 
 

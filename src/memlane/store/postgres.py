@@ -53,7 +53,7 @@ from memlane.models import (
 )
 from memlane.store.base import KeywordHit, TurnRecord
 from memlane.store.erase import EraseCounts, EraseRequest, erase_rows
-from memlane.store.events import EventReads
+from memlane.store.erasure_check import ErasureChecks
 from memlane.store.health import PG_TABLES, StoreHealth, delete_orphans_sql, postgres_health
 from memlane.store.pg_listen import PgListener
 from memlane.store.pg_locks import PgSessionLocks
@@ -148,7 +148,7 @@ def _redact(url: str) -> str:
     return f"postgresql://{user}{'@' if user else ''}{host}{port}/{db}{tail}"
 
 
-class PostgresStore(SqlReads, SqlRecords, EventReads):
+class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
     """A Store on PostgreSQL (14+; tested on 18). ``url`` is any libpq URL or DSN."""
 
     _dialect = DIALECT

@@ -392,6 +392,27 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END $$;
         """,
     ),
+    11: (
+        "forgotten sessions leave the outbox",
+        # Same as SQLite migration 12: a forgotten session's events go with it (note events
+        # stay without its id); the session.forgotten marker goes at the next prune.
+        """
+        CREATE INDEX change_events_by_session ON change_events (session_id);
+        CREATE FUNCTION memlane_scrub_events() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE change_events SET session_id = NULL
+                WHERE session_id = OLD.id AND kind LIKE 'note.%';
+            DELETE FROM change_events WHERE session_id = OLD.id;
+            RETURN OLD;
+        END $$;
+        CREATE TRIGGER change_session_scrub BEFORE DELETE ON sessions
+            FOR EACH ROW EXECUTE FUNCTION memlane_scrub_events();
+        CREATE TABLE change_events_pruned (
+            one INTEGER PRIMARY KEY CHECK (one = 1),
+            through_id BIGINT NOT NULL
+        );
+        """,
+    ),
 }
 
 #: Migrations that need an extension: skipped (and retried on the next start) when the

@@ -47,7 +47,7 @@ from memlane.models import (
 from memlane.store import sqlite_driver
 from memlane.store.base import KeyedLocks, KeywordHit, TurnRecord, remaining
 from memlane.store.erase import EraseCounts, EraseRequest, ErasureLog, erase_rows
-from memlane.store.events import EventReads
+from memlane.store.erasure_check import ErasureChecks
 from memlane.store.health import SQLITE_TABLES, StoreHealth, delete_orphans_sql, sqlite_health
 from memlane.store.records import SqlRecords
 from memlane.store.rows import (
@@ -87,7 +87,7 @@ def _is_locked(exc: BaseException) -> bool:
     )
 
 
-class SQLiteStore(SqlReads, SqlRecords, EventReads):
+class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
     """A Store on one SQLite file (or ``:memory:``)."""
 
     _dialect = DIALECT

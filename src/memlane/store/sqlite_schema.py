@@ -399,4 +399,27 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END;
         """,
     ),
+    12: (
+        "forgotten sessions leave the outbox",
+        """
+        -- Forget is final: when a session goes, the events that name it go too (its
+        -- messages' and its own), in the same transaction; only the session.forgotten
+        -- marker the AFTER DELETE trigger writes is left, so other instances learn to drop
+        -- what they cached, and pruning removes that marker within the hour
+        -- (store/events.py). Note events stay, without the session id: a note learned
+        -- from the session may outlive it (retention), and caches must hear of its removal.
+        CREATE INDEX change_events_by_session ON change_events(session_id);
+        CREATE TRIGGER change_session_scrub BEFORE DELETE ON sessions BEGIN
+            UPDATE change_events SET session_id = NULL
+                WHERE session_id = old.id AND kind LIKE 'note.%';
+            DELETE FROM change_events WHERE session_id = old.id;
+        END;
+        -- the highest event id pruning has removed: a follower that stopped before it has
+        -- missed events and must drop everything it cached (store/events.py)
+        CREATE TABLE change_events_pruned (
+            one INTEGER PRIMARY KEY CHECK (one = 1),
+            through_id INTEGER NOT NULL
+        );
+        """,
+    ),
 }
