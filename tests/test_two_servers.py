@@ -30,15 +30,19 @@ class SseReader(threading.Thread):
         self.lock = threading.Lock()
 
     def run(self) -> None:
-        with httpx.Client(timeout=httpx.Timeout(30, read=None)) as client, \
-                client.stream("GET", f"{self.url}/v1/events", params={"since": 0}) as reply:
-            self.connected.set()
-            for line in reply.iter_lines():
-                if line.startswith("data: "):
-                    with self.lock:
-                        self.events.append(json.loads(line[6:]))
-                if self.stop.is_set():
-                    return
+        try:
+            with httpx.Client(timeout=httpx.Timeout(30, read=None)) as client, \
+                    client.stream("GET", f"{self.url}/v1/events", params={"since": 0}) as reply:
+                self.connected.set()
+                for line in reply.iter_lines():
+                    if line.startswith("data: "):
+                        with self.lock:
+                            self.events.append(json.loads(line[6:]))
+                    if self.stop.is_set():
+                        return
+        except httpx.HTTPError:
+            if not self.stop.is_set():
+                raise  # the server went away before the test was done with it
 
     def appended(self, session: str) -> list[int]:
         with self.lock:
