@@ -99,6 +99,16 @@ def test_live_notes_on_the_people_view(tmp_path: Path, browser: Any) -> None:
         expect(page.locator(f".note[data-note='{note.id}']")).to_have_count(0, timeout=15_000)
 
 
+def test_live_overview_counts(tmp_path: Path, browser: Any) -> None:
+    with _watched(tmp_path, browser) as (page, url, other):
+        page.goto(url + "/#/overview")
+        page.wait_for_selector("#figures")
+        _mark_page(page)
+        before = int(page.locator("[data-figure='messages'] b").inner_text())
+        other.add("room-7", "A new line for the overview", author_name="Bob")
+        expect(page.locator("[data-figure='messages'] b")).to_have_text(str(before + 1), timeout=15_000)
+
+
 def test_live_stream_with_a_key_sees_only_its_tenant(tmp_path: Path, browser: Any) -> None:
     db = tmp_path / "tenants.db"
     mem = open_memory(db)

@@ -62,6 +62,20 @@ def test_timeline_overview_and_facets(tmp_path: Path, browser: Any) -> None:
         page.select_option("#active-filter", "")
         expect(page.locator(".session-item")).to_have_count(total)
 
+        # facets of one transcript: by role, by speaker
+        page.goto(url + "/#/session/room-7/transcript")
+        page.wait_for_selector("#transcript-facets")
+        page.locator("#transcript-facets .chip[data-facet='author'][data-value='Maria']").click()
+        expect(page.locator("#transcript .msg:visible")).to_have_count(1)
+        expect(page.locator("#transcript .msg:visible")).to_contain_text("endless halls")
+        page.goto(url + "/#/session/trip/transcript")
+        page.wait_for_selector("#transcript-facets")
+        page.locator("#transcript-facets .chip[data-facet='role'][data-value='tool']").click()
+        expect(page.locator("#transcript .msg:visible")).to_have_count(1)
+        expect(page.locator("#transcript .msg:visible")).to_contain_text("22C and sunny")
+        page.locator("#transcript-facets .chip[data-facet='']").click()
+        expect(page.locator("#transcript .msg[data-role]:visible")).to_have_count(len(mem.load_session("trip")))
+
         # the timeline: bars per day, the numbers, the summary strip and the checkpoint
         page.goto(url + "/#/session/tl/timeline")
         page.wait_for_selector("#timeline")
@@ -106,6 +120,15 @@ def test_timeline_overview_and_facets(tmp_path: Path, browser: Any) -> None:
         assert days == len({d["day"] for d in page.request.get(url + "/v1/overview").json()["messages_per_day"]}) >= 2
         shot(page, "inspector-overview.png", full_page=True)
         page.close()
+
+        # both pictures fit a 420 px screen
+        for view, ready in (("#/overview", "#chart-messages canvas"), ("#/session/tl/timeline", "#log-strip")):
+            narrow = ready_page(browser, url, errors, width=420, height=900)
+            narrow.goto(f"{url}/{view}")
+            narrow.wait_for_selector(ready)
+            assert narrow.evaluate("document.documentElement.scrollWidth") <= 420, view
+            shot(narrow, f"inspector-420-{view.split('/')[-1]}.png", full_page=True)
+            narrow.close()
         assert refused == [], f"the inspector reached outside the server: {refused}"
     assert errors == []
     mem.close()

@@ -9,7 +9,7 @@ const SECTION_COLORS = {
 const STRATEGIES = ["hybrid", "simple", "summary", "tiered"];
 
 const state = { sessions: [], selected: null, tab: "transcript", features: {}, highlight: null, contextTicket: 0,
-  noteKind: "" };
+  noteKind: "", msgFilter: null };
 
 // ------------------------------------------------------------------ helpers
 
@@ -173,6 +173,7 @@ function renderFacetOptions() {
 // ------------------------------------------------------------------ session view
 
 async function openSession(sessionId, tab) {
+  if (state.selected !== sessionId) state.msgFilter = null;
   state.selected = sessionId;
   state.tab = tab || "transcript";
   const current = state.tab;
@@ -227,7 +228,7 @@ function messageNode(m, actions) {
   const author = m.author_name || m.author_id;
   return el("div", {
     class: `msg ${m.role}${m.hidden ? " hidden" : ""}${state.highlight === m.id ? " highlight" : ""}`,
-    id: `msg-${m.id}`, "data-role": m.role, "data-turn": m.turn_id || "",
+    id: `msg-${m.id}`, "data-role": m.role, "data-turn": m.turn_id || "", "data-author": author || "",
   },
   el("div", { class: "msg-head" },
     el("span", { class: "role", text: m.role }),
@@ -282,10 +283,40 @@ async function renderTranscript(body, session) {
     nodes.push(messageNode(m, true));
   }
   if (!messages.messages.length) nodes.push(el("p", { class: "muted", text: "no messages yet" }));
-  body.replaceChildren(el("div", { id: "transcript" }, nodes));
+  body.replaceChildren(transcriptFacets(messages.messages), el("div", { id: "transcript" }, nodes));
+  applyMessageFilter();
   if (state.highlight) {
     const target = document.getElementById(`msg-${state.highlight}`);
     if (target) target.scrollIntoView({ block: "center" });
+  }
+}
+
+// Facets of a transcript: who spoke and in which role; a click shows only those messages.
+function transcriptFacets(messages) {
+  const count = (key) => {
+    const found = new Map();
+    for (const m of messages) { const v = key(m); if (v) found.set(v, (found.get(v) || 0) + 1); }
+    return [...found].sort((a, b) => b[1] - a[1]);
+  };
+  const roles = count((m) => m.role);
+  const authors = count((m) => m.author_name || m.author_id);
+  const chip = (facet, value, label) => el("button", { type: "button", class: "chip", "data-facet": facet,
+    "data-value": value, text: label, onclick: () => { state.msgFilter = facet ? { facet, value } : null; applyMessageFilter(); } });
+  return el("div", { id: "transcript-facets", class: "chips" },
+    chip("", "", `all ${messages.length}`),
+    roles.map(([v, n]) => chip("role", v, `${v} ${n}`)),
+    authors.length > 1 ? authors.map(([v, n]) => chip("author", v, `${v} ${n}`)) : null);
+}
+
+function applyMessageFilter() {
+  const f = state.msgFilter;
+  for (const node of document.querySelectorAll("#transcript .msg")) {
+    // the system prompt (no role of a message) shows only when nothing is filtered
+    const value = f && node.dataset.role && (f.facet === "role" ? node.dataset.role : node.dataset.author || "");
+    node.classList.toggle("filtered", Boolean(f) && value !== f.value);
+  }
+  for (const chip of document.querySelectorAll("#transcript-facets .chip")) {
+    chip.classList.toggle("on", f ? chip.dataset.facet === f.facet && chip.dataset.value === f.value : !chip.dataset.facet);
   }
 }
 
@@ -1016,8 +1047,11 @@ function onEvent(e) {
     sessionGone(e.session_id);
   } else if (e.kind.startsWith("session.")) {
     later("sessions", loadSessions);
-  } else if (e.kind.startsWith("note.")) {
-    const showsNotes = document.getElementById("notes") || document.getElementById("overview");
+  }
+  // the pictures count everything: redraw them after a quiet second
+  if (document.getElementById("overview") || (open && document.getElementById("timeline"))) later("pictures", route, 1000);
+  if (e.kind.startsWith("note.")) {
+    const showsNotes = document.getElementById("notes");
     if (showsNotes && !editing()) later("notes", route, 400);
   }
 }
@@ -1043,6 +1077,7 @@ async function appendLive(messageId) {
   const node = messageNode(m, true);
   node.classList.add("live-new");
   transcript.append(node);
+  applyMessageFilter();
   node.scrollIntoView({ block: "nearest" });
 }
 
