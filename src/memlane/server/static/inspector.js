@@ -1045,6 +1045,10 @@ function onEvent(e) {
     later("sessions", loadSessions);
   } else if (e.kind === "session.forgotten") {
     sessionGone(e.session_id);
+  } else if (e.kind === "events.lost") {
+    // events it had not read were pruned from the outbox: read everything again
+    later("sessions", refreshView);
+    return;
   } else if (e.kind.startsWith("session.")) {
     later("sessions", loadSessions);
   }
