@@ -568,6 +568,19 @@ class SQLiteVectorIndex:
                 return kept[:k]
             pool = min(total, pool * 4)
 
+    def exact_top(self, query: Vectors, k: int) -> list[tuple[int, float]]:
+        """The float32 top ``k`` over every row, without the int8 pre-ranking: the answer
+        ``memlane bench search`` measures :meth:`search`'s recall against."""
+        from memlane.search.matrix import best, score
+
+        view = self._synced()
+        if view is None:
+            return []
+        q = checked_query(query, view.model.dimension)
+        scored = [score(view.base.segment, q, None, None, False, view.superseded),
+                  score(view.tail, q, None, None, False)]
+        return best(scored, q, k, False)
+
     def _passing(self, ids: list[int], where: str, params: list[object]) -> set[int]:
         out: set[int] = set()
         for start in range(0, len(ids), 500):
