@@ -98,3 +98,15 @@ def test_write_to_a_read_from_b_and_one_subscriber_hears_both(pg_url: str, tmp_p
         for session in ("via-a", "via-b"):
             got = sse.appended(session)
             assert got == sorted(got) and len(set(got)) == n
+
+
+def test_bench_serve_with_two_servers_reads_back_from_the_other(pg_url: str, tmp_path: Path) -> None:
+    from tests.server_support import run_cli
+
+    r = run_cli(["bench", "serve", "--servers", "2", "--store", pg_url, "--duration", "3", "--clients", "4",
+                 "--search-every", "3", "--embedder", "hashing", "--json"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["ok"] and result["servers"] == 2 and result["errors"] == 0
+    assert result["verified"]["acknowledged"] == result["append"]["count"] > 0
+    assert result["verified"]["missing"] == 0

@@ -256,16 +256,22 @@ def bench_serve_cmd(
     url: str | None = typer.Option(None, "--url", help="Bench a running server instead of starting one."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="MEMLANE_API_KEY", help="API key for --url."),
     embedder: str | None = typer.Option(None, "--embedder", help="Embedder of the started server (default: configured)."),
+    servers: int = typer.Option(
+        1, "--servers", min=1, max=8,
+        help="Servers to start on one database (more than 1: an embedded PostgreSQL, unless --store names one).",
+    ),
+    store: str | None = typer.Option(None, "--store", help="Database the started servers share (postgresql://...)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Load-test the server: clients append and search; reports throughput, p50/p95 and
-    checks that every acknowledged message is stored."""
+    checks that every acknowledged message is stored (with --servers 2, read back from the other server)."""
     _need_server_extra()
     from memlane.server.bench import format_report, run_serve_bench
 
     with status("benchmarking the server") as say:
         result = run_serve_bench(url=url, api_key=api_key, clients=clients, duration=duration,
-                                 search_every=search_every, embedder=embedder, progress=say)
+                                 search_every=search_every, embedder=embedder, servers=servers,
+                                 store=store, progress=say)
     if as_json:
         print(json.dumps(result, indent=2))
     else:

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +103,7 @@ def _sigterm_unwinds() -> Iterator[None]:
 
     Python's default SIGTERM action ends the process without running ``finally`` blocks,
     which left the `memlane serve` subprocess running after `kill <bench pid>` or a CI
-    timeout. As SystemExit the stack unwinds and _local_server stops its server.
+    timeout. As SystemExit the stack unwinds and _local_servers stops its servers.
     """
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be set from the main thread
@@ -120,39 +120,61 @@ def _sigterm_unwinds() -> Iterator[None]:
 
 
 @contextmanager
-def _local_server(embedder: str | None) -> Iterator[str]:
-    """A `memlane serve` subprocess on a fresh database; yields its URL."""
-    with _sigterm_unwinds(), tempfile.TemporaryDirectory(prefix="memlane-bench-") as tmp:
-        env = dict(os.environ)
-        if embedder:
-            env["MEMLANE_EMBEDDER"] = embedder
-        cmd = [sys.executable, "-m", "memlane.cli.main", "--store", str(Path(tmp) / "bench.db"),
-               "serve", "--port", "0", "--no-mcp"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+def _serve(store: str, embedder: str | None) -> Iterator[str]:
+    """A `memlane serve` subprocess on ``store``; yields its URL once it listens."""
+    env = dict(os.environ)
+    if embedder:
+        env["MEMLANE_EMBEDDER"] = embedder
+    cmd = [sys.executable, "-m", "memlane.cli.main", "--store", store, "serve", "--port", "0", "--no-mcp"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        url = ""
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "inspector" in line and "http://" in line:
+                url = line.split()[-1].rstrip("/")
+            if line.startswith("Press Ctrl-C"):
+                break
+        if not url:
+            raise RuntimeError(f"the bench server did not start (exit {proc.poll()})")
+        threading.Thread(target=lambda: [None for _ in proc.stdout or ()], daemon=True).start()
+        yield url
+    finally:
+        proc.terminate()
         try:
-            url = ""
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                if "inspector" in line and "http://" in line:
-                    url = line.split()[-1].rstrip("/")
-                if line.startswith("Press Ctrl-C"):
-                    break
-            if not url:
-                raise RuntimeError(f"the bench server did not start (exit {proc.poll()})")
-            threading.Thread(target=lambda: [None for _ in proc.stdout or ()], daemon=True).start()
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
-def _verify(url: str, headers: dict[str, str], results: list[_ClientResult]) -> dict[str, int]:
+@contextmanager
+def _local_servers(embedder: str | None, servers: int, store: str | None) -> Iterator[tuple[list[str], str]]:
+    """``servers`` `memlane serve` subprocesses on one fresh database: a SQLite file for one,
+    an embedded PostgreSQL for more (unless ``store`` names one); yields (URLs, what runs)."""
+    with _sigterm_unwinds(), ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="memlane-bench-"))
+        if store is None and servers > 1:
+            from memlane.store.pg_embedded import EmbeddedPostgres
+
+            pg = stack.enter_context(EmbeddedPostgres(fsync=True))
+            store = pg.create_database("bench_serve")
+            what = f"{servers} memlane serve processes (subprocesses) on one embedded PostgreSQL"
+        elif store is None:
+            store = str(Path(tmp) / "bench.db")
+            what = "memlane serve (subprocess, fresh SQLite, durability full)"
+        else:
+            what = f"{servers} memlane serve process(es) on {store.split('@')[-1]}"
+        urls = [stack.enter_context(_serve(store, embedder)) for _ in range(servers)]
+        yield urls, what
+
+
+def _verify(urls: list[str], headers: dict[str, str], results: list[_ClientResult]) -> dict[str, int]:
+    """Read every acknowledged message back, client i's from the server after the one it wrote to."""
     acked = missing = different = 0
-    with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
-        for res in results:
+    clients = [httpx.Client(base_url=u, headers=headers, timeout=120) for u in urls]
+    try:
+        for i, res in enumerate(results):
+            http = clients[(i + 1) % len(clients)]
             r = http.get(f"/v1/sessions/{res.session_id}/messages", params={"include_hidden": "true"})
             if r.status_code == 404 and not res.acked:
                 continue
@@ -164,6 +186,9 @@ def _verify(url: str, headers: dict[str, str], results: list[_ClientResult]) -> 
                     missing += 1
                 elif stored[mid] != content:
                     different += 1
+    finally:
+        for http in clients:
+            http.close()
     return {"acknowledged": acked, "missing": missing, "different": different}
 
 
@@ -175,18 +200,24 @@ def run_serve_bench(
     duration: float = 60.0,
     search_every: int = 5,
     embedder: str | None = None,
+    servers: int = 1,
+    store: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
+    """``servers`` > 1 starts that many servers on one database (an embedded PostgreSQL
+    unless ``store`` names one); client i appends to server i mod n, and every message is
+    read back from another server than the one that acknowledged it."""
     say = progress or (lambda _msg: None)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def run(base: str) -> dict[str, Any]:
+    def run(bases: list[str], what: str) -> dict[str, Any]:
         results = [_ClientResult(session_id=f"bench-{i}-{uuid.uuid4().hex[:8]}") for i in range(clients)]
-        say(f"{clients} clients for {duration:g}s against {base}")
+        say(f"{clients} clients for {duration:g}s against {', '.join(bases)}")
         deadline = time.monotonic() + duration
         started = time.perf_counter()
         threads = [
-            threading.Thread(target=_client, args=(base, headers, deadline, search_every, i, res), daemon=True)
+            threading.Thread(target=_client, args=(bases[i % len(bases)], headers, deadline, search_every, i, res),
+                             daemon=True)
             for i, res in enumerate(results)
         ]
         for t in threads:
@@ -195,12 +226,13 @@ def run_serve_bench(
             t.join()
         elapsed = time.perf_counter() - started
         say("verifying every acknowledged message")
-        verified = _verify(base, headers, results)
+        verified = _verify(bases, headers, results)
         appends = [v for r in results for v in r.append_latencies]
         searches = [v for r in results for v in r.search_latencies]
         errors = [e for r in results for e in r.errors]
         return {
-            "server": base if url else "memlane serve (subprocess, fresh SQLite, durability full)",
+            "server": what,
+            "servers": len(bases),
             "clients": clients,
             "duration_s": round(elapsed, 2),
             "requests": len(appends) + len(searches),
@@ -215,10 +247,10 @@ def run_serve_bench(
         }
 
     if url:
-        return run(url.rstrip("/"))
-    say("starting memlane serve on a temporary database")
-    with _local_server(embedder) as base:
-        return run(base)
+        return run([url.rstrip("/")], url)
+    say(f"starting {servers} memlane serve process(es) on a temporary database")
+    with _local_servers(embedder, servers, store) as (bases, what):
+        return run(bases, what)
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -238,7 +270,9 @@ def format_report(result: dict[str, Any]) -> str:
         f"append       {latency(result['append'])}",
         f"search       {latency(result['search'])}",
         f"errors       {result['errors']}" + "".join(f"\n  {e}" for e in result["error_samples"]),
-        f"stored       {verified['acknowledged']:,} acknowledged messages read back: "
+        f"stored       {verified['acknowledged']:,} acknowledged messages read back"
+        + (" (each from another server than the one that took it)" if result.get("servers", 1) > 1 else "")
+        + ": "
         f"{verified['missing']} missing, {verified['different']} different",
         "result       " + ("ok" if result["ok"] else "FAILED"),
     ]
