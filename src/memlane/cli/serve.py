@@ -261,6 +261,7 @@ def bench_serve_cmd(
         help="Servers to start on one database (more than 1: an embedded PostgreSQL, unless --store names one).",
     ),
     store: str | None = typer.Option(None, "--store", help="Database the started servers share (postgresql://...)."),
+    postgres: bool = typer.Option(False, "--postgres", help="Start the server(s) on an embedded PostgreSQL, even one."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Load-test the server: clients append and search; reports throughput, p50/p95 and
@@ -271,7 +272,7 @@ def bench_serve_cmd(
     with status("benchmarking the server") as say:
         result = run_serve_bench(url=url, api_key=api_key, clients=clients, duration=duration,
                                  search_every=search_every, embedder=embedder, servers=servers,
-                                 store=store, progress=say)
+                                 store=store, postgres=postgres, progress=say)
     if as_json:
         print(json.dumps(result, indent=2))
     else:

@@ -148,17 +148,20 @@ def _serve(store: str, embedder: str | None) -> Iterator[str]:
 
 
 @contextmanager
-def _local_servers(embedder: str | None, servers: int, store: str | None) -> Iterator[tuple[list[str], str]]:
+def _local_servers(embedder: str | None, servers: int, store: str | None,
+                   postgres: bool = False) -> Iterator[tuple[list[str], str]]:
     """``servers`` `memlane serve` subprocesses on one fresh database: a SQLite file for one,
-    an embedded PostgreSQL for more (unless ``store`` names one); yields (URLs, what runs)."""
+    an embedded PostgreSQL for more or with ``postgres`` (unless ``store`` names one);
+    yields (URLs, what runs)."""
     with _sigterm_unwinds(), ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="memlane-bench-"))
-        if store is None and servers > 1:
+        if store is None and (servers > 1 or postgres):
             from memlane.store.pg_embedded import EmbeddedPostgres
 
             pg = stack.enter_context(EmbeddedPostgres(fsync=True))
             store = pg.create_database("bench_serve")
-            what = f"{servers} memlane serve processes (subprocesses) on one embedded PostgreSQL"
+            what = (f"{servers} memlane serve processes" if servers > 1 else "memlane serve") + \
+                " (subprocess, embedded PostgreSQL, fsync on)"
         elif store is None:
             store = str(Path(tmp) / "bench.db")
             what = "memlane serve (subprocess, fresh SQLite, durability full)"
@@ -202,6 +205,7 @@ def run_serve_bench(
     embedder: str | None = None,
     servers: int = 1,
     store: str | None = None,
+    postgres: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """``servers`` > 1 starts that many servers on one database (an embedded PostgreSQL
@@ -249,7 +253,7 @@ def run_serve_bench(
     if url:
         return run([url.rstrip("/")], url)
     say(f"starting {servers} memlane serve process(es) on a temporary database")
-    with _local_servers(embedder, servers, store) as (bases, what):
+    with _local_servers(embedder, servers, store, postgres) as (bases, what):
         return run(bases, what)
 
 
