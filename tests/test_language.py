@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memlane.language import STOPWORDS, content_words, detect_language, sentences, stem, stems, words
@@ -57,3 +59,26 @@ def test_sentences_by_pysbd_keep_abbreviations_files_and_code() -> None:
     ]
     assert sentences("Dr. Smith said so.\n1. Restart\n2. Reboot") == ["Dr. Smith said so.", "1. Restart", "2. Reboot"]
     assert sentences("   ") == []
+
+
+def test_the_cached_language_model_gives_py3langid_s_own_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The English/German part of py3langid's model kept uncompressed in the cache directory
+    (so a write does not inflate the whole model) scores every text exactly as py3langid does."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    from memlane import language
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    filled = language._load_identifier()  # first use: fills the cache
+    cache = language._cache_dir()
+    assert str(cache).startswith(str(tmp_path)) and (cache / "nextmove.npy").exists()
+    cached = language._load_identifier()  # later processes: maps it
+    reference = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    reference.set_languages(list(language.LANGUAGES))
+    texts = [
+        "When does the train to Sintra leave?", "Docker Container stoppen", "ok, los", "yes", "12345",
+        "Ich schicke dir morgen die Unterlagen", "Schönen Tag noch! See you", "self-care matters",
+        "Kannst du mir mit dem Server helfen?", "mach das nochmal", "ÄÖÜ", "",
+    ]
+    for text in texts:
+        assert filled.classify(text) == cached.classify(text) == reference.classify(text), text

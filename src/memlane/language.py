@@ -21,9 +21,11 @@ Deterministic and offline: the language-id model ships inside the ``py3langid`` 
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
@@ -160,12 +162,85 @@ def _langid() -> Any:
     if _identifier is None:
         with _identifier_lock:
             if _identifier is None:
-                from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-                ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-                ident.set_languages(list(LANGUAGES))
-                _identifier = ident
+                _identifier = _load_identifier()
     return _identifier
+
+
+def _cache_dir() -> Path:
+    from importlib.metadata import version
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "memlane" / f"py3langid-{version('py3langid')}-{'-'.join(LANGUAGES)}"
+
+
+def _load_identifier() -> Any:
+    """py3langid restricted to our languages, the same numbers it computes from its model.
+
+    Its model ships xz-compressed (every process would spend about half a second and 70 MB
+    inflating it, on the write path: messages are stored with their language). So the first
+    process keeps the parts our two languages use, uncompressed, in the user's cache
+    directory, and every later one maps them (pages are read as texts need them). Without
+    a writable cache it loads the model as py3langid does.
+    """
+    from py3langid.langid import LanguageIdentifier
+
+    try:
+        return _identifier_from_cache(_cache_dir(), LanguageIdentifier)
+    except (OSError, ValueError, KeyError):
+        pass
+    from py3langid.langid import MODEL_FILE
+
+    ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    ident.set_languages(list(LANGUAGES))
+    return ident
+
+
+def _identifier_from_cache(cache: Path, identifier_class: Any) -> Any:
+    import json
+
+    import numpy as np
+    from py3langid.modelio import _to_array
+
+    if not (cache / "classes.json").exists():
+        _fill_cache(cache)
+    classes = json.loads((cache / "classes.json").read_text(encoding="utf-8"))
+    nextmove = np.load(cache / "nextmove.npy", mmap_mode="r")  # 40 MB; texts touch parts of it
+    ident = identifier_class(
+        np.load(cache / "ptc.npy"), np.load(cache / "pc.npy"), classes, nextmove,
+        np.load(cache / "out.npy").tolist(), norm_probs=True,
+        tk_row=_to_array(np.load(cache / "row.npy")),
+    )
+    ident.set_languages(list(LANGUAGES))
+    return ident
+
+
+def _fill_cache(cache: Path) -> None:
+    import json
+    import shutil
+    import tempfile
+
+    import numpy as np
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
+    from py3langid.modelio import load_model
+
+    ptc, pc, classes, nextmove, row, out = load_model(MODEL_DIR / MODEL_FILE)
+    keep = [i for i, c in enumerate(classes) if c in LANGUAGES]  # as set_languages picks them
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache.parent))
+    try:
+        np.save(tmp / "ptc.npy", np.ascontiguousarray(np.asarray(ptc)[:, keep]))
+        np.save(tmp / "pc.npy", np.asarray(pc)[keep])
+        np.save(tmp / "nextmove.npy", np.frombuffer(nextmove, dtype=np.dtype(f"u{nextmove.itemsize}")))
+        np.save(tmp / "row.npy", np.frombuffer(row, dtype=np.dtype(f"u{row.itemsize}")))
+        np.save(tmp / "out.npy", np.asarray(out))
+        (tmp / "classes.json").write_text(json.dumps([classes[i] for i in keep]), encoding="utf-8")
+        try:
+            tmp.rename(cache)  # atomic: a process that loses the race keeps the winner's copy
+        except OSError:
+            if not (cache / "classes.json").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @lru_cache(maxsize=8192)
