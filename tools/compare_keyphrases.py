@@ -10,8 +10,8 @@ once with each extractor, and times both extractors on one session's turns.
     python tools/compare_keyphrases.py ../shared/data/locomo/*.json
 
 Measured on the five LoCoMo conversations (128 sessions): ROUGE-1/2/L 0.442/0.146/0.261
-with memlane's keyphrases, 0.445/0.147/0.263 with YAKE, at 6 ms vs 207 ms per session
-(two shared cores). A third of a ROUGE point for 35 times the time: memlane keeps its own.
+with memlane's keyphrases, 0.445/0.147/0.263 with YAKE, at 1.5 ms vs 49.1 ms per session
+(two shared cores). A third of a ROUGE point for 33 times the time: memlane keeps its own.
 """
 
 from __future__ import annotations

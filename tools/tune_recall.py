@@ -1,0 +1,69 @@
+"""Score recall settings on LoCoMo without re-ingesting: the tuning harness of issue 21.
+
+Each conversation is ingested once into ``--db-dir`` (kept between runs), then every variant
+(``RecallConfig`` field changes, as JSON) is asked every question of the chosen part of split
+"a" (tune: 26, 30, 41; held: 42, 43). Prints Recall@5/10/20 overall, Recall@10 per category
+and search p50 for each variant. Tune on ``tune``; look at ``held`` only to report.
+
+    python tools/tune_recall.py ../shared/data/locomo/*.json --part tune \\
+        --variants '{"base": {}, "speaker.5": {"speaker": 0.5}}'
+
+A database written by an older memlane keeps its old keyword index: run ``memlane reindex``
+on it or delete ``--db-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from memlane import Memory
+from memlane.eval.locomo import CATEGORIES, Scores, ingest, questions, split_conversations
+from memlane.eval.locomo_data import load_locomo
+from memlane.models import MessageFilter
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", help="LoCoMo conversation files (.json)")
+    parser.add_argument("--part", choices=("tune", "held"), default="tune")
+    parser.add_argument("--variants", default='{"base": {}}', help="JSON: name -> RecallConfig changes")
+    parser.add_argument("--db-dir", default="locomo-dbs", help="where the ingested conversations are kept")
+    args = parser.parse_args()
+    conversations = [c for f in args.files for c in load_locomo(f)]
+    chosen = split_conversations(conversations, "a")[args.part]
+    variants: dict[str, dict[str, float]] = json.loads(args.variants)
+    Path(args.db_dir).mkdir(parents=True, exist_ok=True)
+    scores = {name: {"all": Scores(), **{str(c): Scores() for c in CATEGORIES}} for name in variants}
+    latencies: dict[str, list[float]] = {name: [] for name in variants}
+    for conv in chosen:
+        db = Path(args.db_dir) / f"{conv.sample_id}.db"
+        fresh = not db.exists()
+        with Memory(str(db), embedder="minilm", durability="normal") as mem:
+            if fresh:
+                ingest(mem, conv)
+                mem.flush(timeout=None)
+            engine = mem.parts.recall
+            assert engine is not None
+            flt = MessageFilter(user_id=conv.sample_id)
+            for name, changes in variants.items():
+                config = engine.config.with_(**changes)
+                for qa in questions(conv):
+                    t0 = time.perf_counter()
+                    hits = engine.search(qa.question, flt, 20, config=config)
+                    latencies[name].append((time.perf_counter() - t0) * 1000)
+                    ranked = [str(h.message.metadata.get("dia_id", "")) for h in hits]
+                    scores[name]["all"].add(ranked, qa.evidence)
+                    scores[name][str(qa.category)].add(ranked, qa.evidence)
+    for name, by in scores.items():
+        overall = by["all"].as_dict()
+        cats = " ".join(f"c{c}:{by[str(c)].as_dict()['recall@10']:.3f}" for c in CATEGORIES if by[str(c)].n)
+        print(f"{name:20s} R@5 {overall['recall@5']:.3f} R@10 {overall['recall@10']:.3f} "
+              f"R@20 {overall['recall@20']:.3f} | {cats} | p50 {statistics.median(latencies[name]):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
