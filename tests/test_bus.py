@@ -154,13 +154,16 @@ def valkey_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_redis_bus_carries_events_between_instances_and_survives_a_kicked_subscriber(
-    tmp_path: Path, valkey_url: str,
+    backend: str, tmp_path: Path, valkey_url: str, request: pytest.FixtureRequest,
 ) -> None:
     from memlane.bus.redis_bus import RedisWaker, redis_client
 
-    target = str(tmp_path / "m.db")
+    target = str(tmp_path / "m.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
     with Memory(target, embedder="none", redis_url=valkey_url) as mem:
+        mem.delete_session("r1")
+        mem.delete_session("r2")
         got = Collector()
         sub = mem.subscribe(got)
         waker = mem.bus.waker
