@@ -247,3 +247,22 @@ def test_forget_leaves_one_marker_that_pruning_removes_and_late_followers_hear_o
     # retention: everything older than event_retention_days goes
     assert store.prune_events(later, retention_seconds=3600) >= len(replay) - 1  # type: ignore[attr-defined]
     assert [e.kind for e in mem.events(since=0)] == [LOST]
+
+
+def test_maintain_prunes_the_outbox_and_a_failing_callback_is_reported(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder="none") as mem:
+        sid = mem.create_session(session_id="old")
+        mem.store.write(lambda conn: conn.execute(  # type: ignore[attr-defined]
+            "UPDATE change_events SET at = 0 WHERE session_id = 'old'"))  # a week and more ago
+        report = mem.maintain()
+        assert report.pruned_events == 1 and report.to_dict()["pruned_events"] == 1
+        assert list(mem.events(since=mem.store.last_event_id())) == []  # type: ignore[attr-defined]
+
+        def broken(event: ChangeEvent) -> None:
+            raise ValueError("cache bug")
+
+        sub = mem.subscribe(broken)
+        mem.add(sid, "wake it")
+        wait_for(lambda: sub.error is not None, "the subscription to record its failure")
+        assert isinstance(sub.error, ValueError)
+        sub.close()

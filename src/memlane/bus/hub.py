@@ -16,6 +16,7 @@ way (Redis pub/sub is at-most-once) delays an event by that much at worst.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
@@ -25,6 +26,8 @@ from memlane.errors import InvalidInputError
 from memlane.store.events import ChangeEvent, EventSource, lost_since
 
 __all__ = ["EventBus", "Subscription", "Waker"]
+
+log = logging.getLogger(__name__)
 
 #: Seconds a follower waits for a ring before it looks at the outbox anyway.
 RECHECK_SECONDS = 1.0
@@ -68,8 +71,9 @@ class Subscription:
             for event in self._events:
                 self._callback(event)
                 self.last_id = event.id
-        except BaseException as exc:  # kept for the owner to see; the thread just ends
+        except BaseException as exc:  # kept for the owner to see (.error); the thread ends
             self.error = exc
+            log.exception("a change-event subscription stopped: its callback or the outbox read failed")
 
     def close(self, timeout: float = 5.0) -> None:
         self._stop.set()
