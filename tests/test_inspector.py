@@ -322,6 +322,21 @@ def test_action_with_a_key_of_another_tenant_is_refused(tmp_path: Path, browser:
         refused = [e for e in mem.audit_log() if e.action == "forget_message"]
         assert len(refused) == 1 and not refused[0].allowed and refused[0].result == "not_found"
         assert refused[0].tenant_id == "other" and refused[0].session_id is None
+
+        # correcting a note: the same refusal, nothing changed, audited in the caller's tenant
+        note = mem.add_note("Acme's launch is in March", session_id="acme-1", slot="launch", value="March")
+        page.evaluate("key => localStorage.setItem('memlane.key', key)", acme)
+        page.goto(url + "/#/session/acme-1/memory")
+        card = page.locator(f".note[data-note='{note.id}']")
+        card.locator("button.edit").click()
+        card.locator(".edit-text").fill("Acme's launch moved to May")
+        page.evaluate("key => localStorage.setItem('memlane.key', key)", other)
+        card.locator("button.save").click()
+        confirm(page)
+        expect(page.locator("#toast.bad")).to_contain_text(f"Refused: note {note.id} does not exist")
+        assert [n.text for n in mem.note_history(note.id or 0)] == ["Acme's launch is in March"]
+        tried = [e for e in mem.audit_log() if e.action == "correct_note"]
+        assert [(e.tenant_id, e.allowed, e.result) for e in tried] == [("other", False, "not_found")]
         page.close()
     mem.close()
 

@@ -99,6 +99,25 @@ def test_live_notes_on_the_people_view(tmp_path: Path, browser: Any) -> None:
         expect(page.locator(f".note[data-note='{note.id}']")).to_have_count(0, timeout=15_000)
 
 
+def test_reconnect_resumes_with_last_event_id(tmp_path: Path, browser: Any) -> None:
+    """What was written while the stream was down arrives once it is back (Last-Event-ID)."""
+    with _watched(tmp_path, browser) as (page, url, other):
+        page.goto(url + "/#/session/room-7/transcript")
+        page.wait_for_selector("#transcript")
+        _mark_page(page)
+        other.add("room-7", "first, while connected", author_name="Bob")
+        expect(page.locator("#transcript")).to_contain_text("first, while connected", timeout=15_000)
+        seen = page.evaluate("live.lastId")
+        assert seen is not None
+        page.evaluate("live.controller.abort()")  # the connection drops
+        other.add("room-7", "second, while disconnected", author_name="Maria")
+        requests: list[dict[str, str]] = []
+        page.on("request", lambda r: requests.append(r.headers) if "/v1/events" in r.url else None)
+        page.evaluate("void startLive()")
+        expect(page.locator("#transcript")).to_contain_text("second, while disconnected", timeout=15_000)
+        assert requests and requests[0].get("last-event-id") == str(seen)
+
+
 def test_live_overview_counts(tmp_path: Path, browser: Any) -> None:
     with _watched(tmp_path, browser) as (page, url, other):
         page.goto(url + "/#/overview")
