@@ -119,6 +119,13 @@ def test_timeline_overview_and_facets(tmp_path: Path, browser: Any) -> None:
         days = page.locator("#chart-messages tr[data-day]").count()
         assert days == len({d["day"] for d in page.request.get(url + "/v1/overview").json()["messages_per_day"]}) >= 2
         shot(page, "inspector-overview.png", full_page=True)
+        # the charts follow the window's width
+        wide = page.locator("#chart-messages .uplot").bounding_box()["width"]
+        page.set_viewport_size({"width": 1000, "height": 1000})
+        page.wait_for_function("w => document.querySelector('#chart-messages .uplot').getBoundingClientRect().width < w",
+                               arg=wide - 50)
+        box = page.locator("#chart-messages .plot").bounding_box()
+        assert page.locator("#chart-messages .uplot").bounding_box()["width"] <= box["width"] + 1
         page.close()
 
         # both pictures fit a 420 px screen

@@ -42,7 +42,7 @@ def session_timeline(v: TenantView, session: Session) -> dict[str, Any]:
     """Messages per day, which messages each summary block covers, and the checkpoint."""
     mem = v.mem
     rows = _activity(v).messages_per_day(MessageFilter(session_id=session.id, include_hidden=True))
-    ids = [m.id for m in mem.store.iter_messages(session.id, include_hidden=True) if m.id is not None]
+    ids = mem.store.message_ids(session.id, include_hidden=True)  # oldest first, ids only
     blocks: list[dict[str, Any]] = []
     summarized = 0
     summaries = mem.parts.summaries

@@ -620,12 +620,16 @@ function dayChart(id, title, days, series) {
     if (!box.isConnected) return;
     const width = Math.max(260, plot.clientWidth || 600);
     const bars = uPlot.paths.bars({ size: [0.7, 28] });
-    new uPlot({
+    const chart = new uPlot({
       width, height: 150, legend: { show: false },
       scales: { x: { time: true } },
       axes: [{ space: 60 }, { size: 40 }],
       series: [{}, ...order.map((x) => ({ label: x.label, stroke: x.color, fill: x.color, width: 0, paths: bars, points: { show: false } }))],
     }, [data[0], ...order.map((x) => x.ys)], plot);
+    // follow the page's width (a window resized, a phone turned)
+    new ResizeObserver(() => {
+      if (box.isConnected && plot.clientWidth) chart.setSize({ width: Math.max(260, plot.clientWidth), height: 150 });
+    }).observe(box);
   });
   return box;
 }
