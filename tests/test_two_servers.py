@@ -104,7 +104,7 @@ def test_bench_serve_with_two_servers_reads_back_from_the_other(pg_url: str, tmp
     from tests.server_support import run_cli
 
     r = run_cli(["bench", "serve", "--servers", "2", "--store", pg_url, "--duration", "3", "--clients", "4",
-                 "--search-every", "3", "--embedder", "hashing", "--json"], tmp_path)
+                 "--search-every", "3", "--min-requests", "3", "--embedder", "hashing", "--json"], tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert result["ok"] and result["servers"] == 2 and result["errors"] == 0

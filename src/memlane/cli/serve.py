@@ -253,6 +253,9 @@ def bench_serve_cmd(
     clients: int = typer.Option(8, "--clients", "-c", min=1, max=256, help="Concurrent clients."),
     duration: float = typer.Option(60.0, "--duration", "-d", min=1.0, help="Seconds to run."),
     search_every: int = typer.Option(5, "--search-every", min=0, help="Every n-th request is a search (0: none)."),
+    min_requests: int = typer.Option(
+        0, "--min-requests", min=0, help="Each client makes at least this many requests, even past --duration."
+    ),
     url: str | None = typer.Option(None, "--url", help="Bench a running server instead of starting one."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="MEMLANE_API_KEY", help="API key for --url."),
     embedder: str | None = typer.Option(None, "--embedder", help="Embedder of the started server (default: configured)."),
@@ -271,7 +274,7 @@ def bench_serve_cmd(
 
     with status("benchmarking the server") as say:
         result = run_serve_bench(url=url, api_key=api_key, clients=clients, duration=duration,
-                                 search_every=search_every, embedder=embedder, servers=servers,
+                                 search_every=search_every, min_requests=min_requests, embedder=embedder, servers=servers,
                                  store=store, postgres=postgres, progress=say)
     if as_json:
         print(json.dumps(result, indent=2))
