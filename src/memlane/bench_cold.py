@@ -10,6 +10,8 @@ for process, interleaved with memlane's, so both see the same machine load:
 * **CLI reads**: wall time of ``memlane sessions`` and ``memlane history SESSION`` on a store
   of 20 sessions x 20 messages; the SDK's peer for ``history`` is a script that prints a
   session's items (it has no command line, and no way to list sessions);
+* **CPU**: user + system time of each of those processes (their whole life, exit included):
+  what the start costs on the machine, which wall times under load do not show;
 * **RSS**: resident memory at the end of a process that writes 20 messages and reads a
   window (``get_items(limit=20)`` for the SDK) after each one; the peak is reported too.
 
@@ -159,6 +161,16 @@ def _timed(argv: list[str], env: dict[str, str], *, marker: str | None = None) -
     return 1000 * ((seen or ended) - start), 1000 * (ended - start), out
 
 
+def _children_cpu_ms() -> float:
+    """User + system CPU of every child process waited for so far (children run one at a time)."""
+    try:
+        import resource
+    except ImportError:  # not Unix: no CPU figures
+        return 0.0
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return 1000.0 * (used.ru_utime + used.ru_stime)
+
+
 def _median(values: list[float]) -> float:
     return round(statistics.median(values), 1)
 
@@ -172,8 +184,10 @@ def run_cold_bench(runs: int = 10, *, peer: bool = True, progress: Callable[[str
     say = progress or (lambda _msg: None)
     with_peer = peer and agents_available()
     py = sys.executable
-    ours: dict[str, list[float]] = {k: [] for k in ("first_save", "process", "sessions", "history", "rss", "peak")}
-    theirs: dict[str, list[float]] = {k: [] for k in ("first_save", "process", "history", "rss", "peak")}
+    ours: dict[str, list[float]] = {k: [] for k in (
+        "first_save", "process", "sessions", "history", "rss", "peak", "process_cpu", "sessions_cpu", "history_cpu",
+    )}
+    theirs: dict[str, list[float]] = {k: [] for k in ("first_save", "process", "history", "rss", "peak", "process_cpu", "history_cpu")}
     with tempfile.TemporaryDirectory(prefix="memlane-bench-cold-") as tmp:
         scratch = Path(tmp)
         env = _env(scratch)
@@ -193,20 +207,27 @@ def run_cold_bench(runs: int = 10, *, peer: bool = True, progress: Callable[[str
             _timed([py, "-c", AGENTS_HISTORY, str(agents_store), "s0"], env)
         for n in range(runs):
             say(f"fresh processes: round {n + 1} of {runs}")
+            cpu = _children_cpu_ms()
             saved, ended, _ = _timed([py, "-c", MEMLANE_FIRST_SAVE, str(scratch / f"m{n}.db")], env, marker="saved")
             ours["first_save"].append(saved)
             ours["process"].append(ended)
+            ours["process_cpu"].append(-cpu + (cpu := _children_cpu_ms()))
             ours["sessions"].append(_timed([*cli, "sessions"], env)[1])
+            ours["sessions_cpu"].append(-cpu + (cpu := _children_cpu_ms()))
             ours["history"].append(_timed([*cli, "history", "s0"], env)[1])
+            ours["history_cpu"].append(-cpu + (cpu := _children_cpu_ms()))
             rss, peak = json.loads(_timed([py, "-c", MEMLANE_RSS, str(scratch / f"r{n}.db")], env)[2])
             ours["rss"].append(rss)
             ours["peak"].append(peak)
             if not with_peer:
                 continue
+            cpu = _children_cpu_ms()
             saved, ended, _ = _timed([py, "-c", AGENTS_FIRST_SAVE, str(scratch / f"a{n}.db")], env, marker="saved")
             theirs["first_save"].append(saved)
             theirs["process"].append(ended)
+            theirs["process_cpu"].append(-cpu + (cpu := _children_cpu_ms()))
             theirs["history"].append(_timed([py, "-c", AGENTS_HISTORY, str(agents_store), "s0"], env)[1])
+            theirs["history_cpu"].append(-cpu + (cpu := _children_cpu_ms()))
             rss, peak = json.loads(_timed([py, "-c", AGENTS_RSS, str(scratch / f"ar{n}.db")], env)[2])
             theirs["rss"].append(rss)
             theirs["peak"].append(peak)
@@ -217,6 +238,9 @@ def run_cold_bench(runs: int = 10, *, peer: bool = True, progress: Callable[[str
         "history_ms": _median(ours["history"]),
         "rss_mb": _median(ours["rss"]),
         "peak_rss_mb": _median(ours["peak"]),
+        "process_cpu_ms": _median(ours["process_cpu"]),
+        "sessions_cpu_ms": _median(ours["sessions_cpu"]),
+        "history_cpu_ms": _median(ours["history_cpu"]),
     }
     sdk: dict[str, float] | None = None
     if with_peer:
@@ -226,6 +250,8 @@ def run_cold_bench(runs: int = 10, *, peer: bool = True, progress: Callable[[str
             "history_ms": _median(theirs["history"]),
             "rss_mb": _median(theirs["rss"]),
             "peak_rss_mb": _median(theirs["peak"]),
+            "process_cpu_ms": _median(theirs["process_cpu"]),
+            "history_cpu_ms": _median(theirs["history_cpu"]),
         }
     return {
         "runs": runs,
@@ -237,7 +263,7 @@ def run_cold_bench(runs: int = 10, *, peer: bool = True, progress: Callable[[str
         # The SDK's figure over memlane's: above 1 means memlane is faster / smaller.
         "ratios": {
             key: _ratio(sdk.get(key) if sdk else None, memlane[key])
-            for key in ("first_save_ms", "process_ms", "history_ms", "rss_mb")
+            for key in ("first_save_ms", "process_ms", "history_ms", "rss_mb", "process_cpu_ms", "history_cpu_ms")
         },
         "targets": TARGETS,
         "meets_targets": {
@@ -282,13 +308,18 @@ def format_table(result: dict[str, Any]) -> str:
     rows = [
         ("import + open + first durable save", "first_save_ms", "ms", targets["first_save_ms"]),
         ("  whole process (incl. exit)", "process_ms", "ms", None),
+        ("  its CPU (user + system)", "process_cpu_ms", "ms", None),
         ("memlane sessions (wall)", "sessions_ms", "ms", targets["cli_read_ms"]),
+        ("  its CPU (user + system)", "sessions_cpu_ms", "ms", None),
         ("memlane history (wall)", "history_ms", "ms", targets["cli_read_ms"]),
+        ("  its CPU (user + system)", "history_cpu_ms", "ms", None),
         ("RSS, write-and-window process", "rss_mb", "MB", targets["rss_mb"]),
         ("  peak RSS", "peak_rss_mb", "MB", None),
     ]
+    load = f"{result['load_average'][0]:.1f}" if result["load_average"] else "-"
     lines = [
-        f"cold start, median of {result['runs']} fresh processes each (Python {result['python']})",
+        f"cold start, median of {result['runs']} fresh processes each (Python {result['python']}, "
+        f"load average {load})",
         f"{'':38} {'memlane':>12} {'SQLiteSession':>14} {'ratio':>7} {'target':>9}",
     ]
     for label, key, unit, target in rows:
