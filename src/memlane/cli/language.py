@@ -64,7 +64,9 @@ def _pair_table(title: str, runs: dict[str, Any]) -> None:
         for group, fig in run["figures"].items():
             table.add_row(name, group, str(fig["pairs"]), *(_fmt(fig[f"recall@{k}"]) for k in KS),
                           _fmt(run["search_ms_p50"]))
-    console.print(table)
+    # wide enough for every column whatever the terminal (a slow run's "150.03 ms" would
+    # otherwise squeeze the run names into "minilm + expan…")
+    console.print(table, width=130)
 
 
 def print_crosslingual_eval(file: Path | None, embedders: tuple[str, ...], as_json: bool) -> None:
