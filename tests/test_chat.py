@@ -170,3 +170,29 @@ def test_chat_is_the_anchor_in_the_cli_conversation_and_runs_memory_commands(
         assert mem.search("Kakao") == [] and mem.notes("Kakao") == []
         actions = [e.action for e in mem.parts.notes.store.list_audit(session_id="cli")]
         assert "forget_conversation" in actions
+
+
+def test_chat_answers_a_repeated_question_from_the_response_cache(tmp_path: Path, model: TinyModel) -> None:
+    base = ["--base-url", model.url, "--model", "tiny"]
+    out = chat(tmp_path, [*base, "--session", "first"], ["How do I list open ports on Linux?", "/quit"])
+    assert "You said: How do I list open ports on Linux?" in out and "response cache" not in out
+    # A new session, the same question (the CLI tests embed by hashing: no paraphrase
+    # match, see tests/test_response_cache.py for those): answered without the model.
+    out = chat(tmp_path, [*base, "--session", "second"], ["how do I list open ports on linux", "/quit"])
+    assert "You said: How do I list open ports on Linux?" in out
+    assert "(from the response cache: exact match" in out
+    assert len(model.requests) == 1
+    # --no-cache asks the model.
+    out = chat(tmp_path, [*base, "--session", "third", "--no-cache"], ["How do I list open ports on Linux?", "/quit"])
+    assert "response cache" not in out and len(model.requests) == 2
+    with Memory(tmp_path / "chat.db", embedder="none") as mem:
+        (turn,) = mem.list_turns("second")
+        assert turn.metadata.get("response_cache") == "exact"
+        stats = mem.stats()["response_cache"]
+        assert stats["hits"] == 1 and stats["lookups"] == 2
+    shown = run_cli(["--store", str(tmp_path / "chat.db"), "stats"], tmp_path)
+    assert "response_cache hits" in shown.stdout and "response_cache hit_rate" in shown.stdout, shown.stdout
+    with Memory(tmp_path / "chat.db", embedder="none") as mem:
+        # Forgetting the first conversation takes its answer with it.
+        mem.delete_session("first")
+        assert mem.stats()["response_cache"]["entries"] == 0

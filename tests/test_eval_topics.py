@@ -70,3 +70,25 @@ def test_bad_files_say_what_is_wrong(tmp_path: Path) -> None:
     bad.write_text('{"language": "fr", "turns": []}\n')
     with pytest.raises(InvalidInputError, match="language"):
         run_topics_eval(bad, embedder="none")
+
+
+def test_eval_response_cache_calibrates_on_tune_and_reports_held(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pairs = [
+        {"id": "1", "language": "en", "split": "tune", "kind": "para", "same": True,
+         "a": "How do I restart nginx?", "b": "What's the command to restart nginx?"},
+        {"id": "2", "language": "en", "split": "tune", "kind": "diff", "same": False,
+         "a": "How do I restart nginx?", "b": "How do I install nginx on Debian?"},
+        {"id": "3", "language": "en", "split": "held", "kind": "near", "same": False,
+         "a": "How do I enable the firewall?", "b": "How do I disable the firewall?"},
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(p) for p in pairs) + "\n", encoding="utf-8")
+    main(["eval", "response-cache", str(path), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    different = result["cosines"]["diff"][0]
+    assert result["calibrated"]["en"] > different  # never takes the tune split's different question
+    assert result["figures"]["held/en"]["wrong"] == 0  # the minimal pair is refused at any cosine
+    path.write_text('{"a": "x"}\n', encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="a pair needs"):
+        from memlane.eval.response_cache import run_response_cache_eval
+        run_response_cache_eval(path)

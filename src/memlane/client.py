@@ -33,11 +33,13 @@ from typing import Any
 import httpx
 
 from memlane import errors
+from memlane.context.answers import CacheHit
 from memlane.context.budget import BudgetReport
 from memlane.context.window import Window
 from memlane.items import is_item
 from memlane.models import Message, SearchHit, Session, Turn
 from memlane.notes.models import AuditEntry, Facet, Note
+from memlane.ports import CachedResponse
 from memlane.rooms.handler import CommandResult
 
 MessageInput = Message | Mapping[str, Any]
@@ -489,6 +491,44 @@ class MemoryClient:
         body = _clean({"query": query, "max_tokens": max_tokens, "strategy": strategy})
         data = self._call("POST", f"/v1/sessions/{_seg(session_id)}/context", json=body)
         return RemoteContextPacket(data)
+
+    def cached_response(
+        self, query: str, session_id: str, *, model: str, context: Any = None, semantic: bool = True,
+        max_tokens: int = 4096, strategy: str | None = None,
+    ) -> CacheHit | None:
+        """The answer cached for ``query`` from ``model`` in this session's context, or None.
+        The server builds the packet (``max_tokens``, ``strategy``); ``context`` is accepted
+        for the same call as on Memory and not sent."""
+        body = _clean({"query": query, "model": model, "semantic": semantic, "max_tokens": max_tokens,
+                       "strategy": strategy})
+        hit = self._call("POST", f"/v1/sessions/{_seg(session_id)}/response-cache/lookup", json=body)["hit"]
+        if hit is None:
+            return None
+        entry = CachedResponse(
+            tenant_id="", scope="", model=hit["model"], fingerprint="", query_key="", query=hit["cached_query"],
+            response=hit["response"], created_at=hit["created_at"], expires_at=hit["expires_at"],
+            cost_seconds=hit["saved_seconds"], cost_tokens=hit["saved_tokens"], hits=hit["hits"] - 1,
+            id=hit["entry_id"],
+        )
+        return CacheHit(hit["response"], hit["match"], hit["similarity"], entry)
+
+    def cache_response(
+        self, query: str, response: str, session_id: str, *, model: str, context: Any = None,
+        ttl: float | None = None, cost_seconds: float | None = None, cost_tokens: int | None = None,
+        message_ids: Sequence[int] = (), max_tokens: int = 4096, strategy: str | None = None,
+    ) -> CachedResponse:
+        """Keep ``model``'s answer to ``query`` in this session's context (see Memory.cache_response)."""
+        body = _clean({
+            "query": query, "response": response, "model": model, "ttl": ttl, "cost_seconds": cost_seconds,
+            "cost_tokens": cost_tokens, "message_ids": [int(i) for i in message_ids], "max_tokens": max_tokens,
+            "strategy": strategy,
+        })
+        out = self._call("POST", f"/v1/sessions/{_seg(session_id)}/response-cache", json=body)
+        return CachedResponse(
+            tenant_id="", scope="", model=out["model"], fingerprint="", query_key="", query=query,
+            response=response, created_at=out["created_at"], expires_at=out["expires_at"], session_id=session_id,
+            id=out["entry_id"],
+        )
 
     def get_state(self, session_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/sessions/{_seg(session_id)}/state")

@@ -65,6 +65,10 @@ class Settings:
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key_env: str = "OPENAI_API_KEY"
+    # the response cache (context/answers.py): `memlane chat` answers a question asked again
+    # in the same context from it; entries expire after this many seconds (None: never)
+    response_cache: bool = True
+    response_cache_ttl_seconds: float | None = field(default=7 * 86_400.0, metadata=_bounds(gt=0))
     # rooms, the Anchor and long-term notes (rooms/, notes/)
     anchor_name: str | None = None
     cli_session_id: str = "cli"

@@ -62,9 +62,11 @@ from memlane.validation import check_identifier, check_max_tokens, check_metadat
 if TYPE_CHECKING:
     from memlane.bus.hub import EventBus, Subscription
     from memlane.bus.shared_cache import HotCache, RedisCache
+    from memlane.context.answers import CacheHit, ResponseCache
     from memlane.context.packet import ContextPacket
     from memlane.notes.models import AuditEntry, Facet, Note
     from memlane.notes.service import NotesService
+    from memlane.ports import CachedResponse
     from memlane.rooms.handler import CommandResult
     from memlane.rooms.lifecycle import MaintainReport
     from memlane.sealing import Sealer
@@ -975,6 +977,83 @@ class Memory:
 
         return get_state(self.parts.state or self, session_id)
 
+    def _responses(self) -> ResponseCache:
+        """The response cache on this store (built on first use)."""
+        from memlane.context.answers import ResponseCache
+
+        found = self.parts.responses
+        if found is None:
+            repository = self.store.response_cache()
+            if repository is None:
+                raise InvalidInputError(f"store {self.store.url} keeps no response cache")
+            recall = self.parts.recall
+            found = ResponseCache(
+                repository, self.store, embedder=recall.semantic_embedder if recall is not None else None
+            )
+            self.parts.responses = found
+        return found
+
+    def _packet_for(
+        self, session_id: str, query: str, context: ContextPacket | None,
+        max_tokens: int | None, strategy: str | None,
+    ) -> ContextPacket:
+        if context is not None:
+            if context.conversation_id != session_id:
+                raise InvalidInputError(
+                    f"the context packet is of session {context.conversation_id!r}, not {session_id!r}"
+                )
+            return context
+        return self.context(session_id, query, max_tokens, strategy=strategy)
+
+    def cached_response(
+        self,
+        query: str,
+        session_id: str,
+        *,
+        model: str,
+        context: ContextPacket | None = None,
+        semantic: bool = True,
+        max_tokens: int | None = None,
+        strategy: str | None = None,
+    ) -> CacheHit | None:
+        """The answer cached for ``query`` (resolved: references replaced) from ``model`` in
+        this context, or None. ``context`` is the packet the model would get (built with
+        ``max_tokens``/``strategy`` when not given); ``semantic`` also takes a paraphrase.
+        Scoped to the session's tenant and user; see memlane/context/answers.py."""
+        self.start_background_work()
+        session = self.get_session(session_id)
+        packet = self._packet_for(session_id, query, context, max_tokens, strategy)
+        return self._responses().lookup(query, session, model, packet, semantic=semantic)
+
+    def cache_response(
+        self,
+        query: str,
+        response: str,
+        session_id: str,
+        *,
+        model: str,
+        context: ContextPacket | None = None,
+        ttl: float | None = None,
+        cost_seconds: float | None = None,
+        cost_tokens: int | None = None,
+        message_ids: Sequence[int] = (),
+        max_tokens: int | None = None,
+        strategy: str | None = None,
+    ) -> CachedResponse:
+        """Keep ``response`` as ``model``'s answer to ``query`` given ``context`` (the packet it
+        was sent with). It expires after ``ttl`` seconds (default: the setting
+        response_cache_ttl_seconds) and goes at once when a message or note of that context
+        is forgotten or superseded. ``cost_seconds``/``cost_tokens``: what the answer cost,
+        counted as saved by each hit; ``message_ids``: the stored turn, also a source."""
+        self.start_background_work()
+        session = self.get_session(session_id)
+        packet = self._packet_for(session_id, query, context, max_tokens, strategy)
+        return self._responses().store(
+            query, response, session, model, packet,
+            ttl=ttl if ttl is not None else self.settings.response_cache_ttl_seconds,
+            cost_seconds=cost_seconds, cost_tokens=cost_tokens, message_ids=message_ids,
+        )
+
     def hydrate(
         self, session_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> ContextPacket:
@@ -1310,6 +1389,8 @@ class Memory:
         out = self.store.stats()
         out["pending_writes"] = self.pending_writes
         self.parts.build_all()
+        if self.enabled and self.store.response_cache() is not None:
+            out["response_cache"] = self._responses().stats()
         for hook in self.parts.stats_hooks:
             out.update(hook())
         return out

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 if TYPE_CHECKING:
+    from memlane.context.answers import ResponseCache
     from memlane.context.summaries import SummaryManager
     from memlane.models import MessageFilter, SearchHit
     from memlane.notes.service import NotesService
@@ -81,6 +82,8 @@ class Parts:
     summaries: _Part[SummaryManager] = _Part()
     checkpoints: _Part[CheckpointManager] = _Part()
     notes: _Part[NotesService] = _Part()
+    responses: _Part[ResponseCache] = _Part()
+    """The response cache (built on first use by ``mem.cached_response``/``cache_response``)."""
     render_transcript: _Part[Callable[..., str]] = _Part()
     """Speaker rendering bound to the current Anchor (rooms)."""
     label_messages: _Part[Callable[..., Any]] = _Part()
@@ -149,7 +152,7 @@ class Parts:
 
 
 _ATTRIBUTES = frozenset({
-    "recall", "search", "indexer", "state", "sessions", "summaries", "checkpoints", "notes",
+    "recall", "search", "indexer", "state", "sessions", "summaries", "checkpoints", "notes", "responses",
     "render_transcript", "label_messages", "promote",
 })
 _LISTS = {"forget_hooks": "forget_hooks", "stats_hooks": "stats_hooks", "turn_hooks": "turn_hooks"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -56,6 +56,7 @@ Clock = Callable[[], datetime]
 
 __all__ = [
     "EMBEDDED_ROLES",
+    "CachedResponse",
     "Clock",
     "DerivedRecords",
     "Embedder",
@@ -67,6 +68,7 @@ __all__ = [
     "NoteFilter",
     "NoteRepository",
     "Records",
+    "ResponseCacheRepository",
     "SessionLocks",
     "SessionStore",
     "TurnRecord",
@@ -461,3 +463,62 @@ class Embedder(Protocol):
         import numpy as np
 
         return np.asarray(self.embed([text])[0], dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------- response cache
+
+
+@dataclass(slots=True)
+class CachedResponse:
+    """One answer kept by the response cache (store migration 14), scoped to a tenant and
+    a user (``scope`` is ``user:<id>``, or ``session:<id>`` for a session without a user)."""
+
+    tenant_id: str
+    scope: str
+    model: str
+    fingerprint: str
+    query_key: str
+    query: str
+    response: str
+    created_at: float  # epoch seconds
+    expires_at: float | None = None
+    session_id: str | None = None  # where it was answered: forgetting that session drops it
+    language: str | None = None
+    vector: bytes | None = field(default=None, repr=False)  # the question's float32 vector
+    vector_model: str | None = None
+    cost_seconds: float | None = None  # what the model took to answer (saved by each hit)
+    cost_tokens: int | None = None
+    hits: int = 0
+    id: int | None = None
+
+
+@runtime_checkable
+class ResponseCacheRepository(Protocol):
+    """Cached answers and their sources in the store's own database. An answer goes, inside
+    the database, when a message or note it was built from is deleted or a note superseded,
+    and with the session it was answered in."""
+
+    def put_response(
+        self, entry: CachedResponse, message_ids: Sequence[int], note_ids: Sequence[int]
+    ) -> CachedResponse: ...
+    def response_candidates(
+        self, tenant_id: str, scope: str, model: str, fingerprint: str, now: float, *, limit: int = 200
+    ) -> list[CachedResponse]:
+        """Unexpired entries of that key, newest first."""
+        ...
+
+    def record_lookup(
+        self, tenant_id: str, hit: CachedResponse | None, now: float
+    ) -> None:
+        """Count a lookup (and a hit with what it saved) for ``memlane stats``."""
+        ...
+
+    def response_cache_counts(self, tenant_id: str | None = None) -> dict[str, float]:
+        """entries, lookups, hits, saved_seconds, saved_tokens (all tenants when None)."""
+        ...
+
+    def delete_responses(
+        self, *, tenant_id: str | None = None, scope: str | None = None, expired_at: float | None = None
+    ) -> int:
+        """Drop entries: of a tenant and/or scope, or those expired at ``expired_at``."""
+        ...

@@ -21,7 +21,8 @@ SURFACE: dict[str, tuple[str, ...]] = {
     # stored them
     "items": ("items", "pop", "forget_at", "forget_history", "replace_history"),
     "search": ("search", "get_relevant_context"),
-    "context": ("context", "get_state", "resolve_references", "hydrate", "shutdown"),
+    "context": ("context", "get_state", "resolve_references", "hydrate", "shutdown", "cached_response",
+                "cache_response"),
     "notes": ("notes", "add_note", "note_history", "facets", "handle_command", "anchor_id", "is_anchor",
               "forget_note", "correct_note"),
     "admin": (

@@ -106,3 +106,20 @@ def print_promises_eval(file: Path | None, as_json: bool, misses: bool) -> None:
         for m in result["misses"]:
             console.print(f"{m['id']} ({m['split']}) expected promise={m['expected']}: {m['text']!r}",
                           highlight=False, markup=False, width=400)
+
+
+def print_response_cache_eval(file: Path | None, embedder: str, as_json: bool) -> None:
+    from memlane.eval.response_cache import run_response_cache_eval
+
+    result = run_response_cache_eval(file, embedder=embedder)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    shipped, calibrated = result["shipped"], result["calibrated"]
+    console.print(f"thresholds shipped {shipped}, calibrated on tune {calibrated}", highlight=False)
+    table = Table(title=f"Response cache semantic match (embedder {embedder}, shipped thresholds)")
+    for col in ("group", "pairs", "paraphrases", "matched", "wrong", "P", "R"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "group" else "right")
+    for name, fig in result["figures"].items():
+        table.add_row(name, *(_fmt(fig[c]) for c in ("pairs", "paraphrases", "matched", "wrong", "precision", "recall")))
+    console.print(table)

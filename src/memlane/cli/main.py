@@ -101,6 +101,21 @@ def _eval_topics(
     print_topics_eval(file, embedder, threshold, as_json)
 
 
+@eval_app.command("response-cache")
+def _eval_response_cache(
+    file: Path | None = typer.Argument(
+        None, help="JSONL of labelled question pairs (default: memlane's EN/DE set)."
+    ),
+    embedder: str = typer.Option("minilm", "--embedder", help="Embedder spec (the one the cache uses)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Response cache: when a paraphrase may take a cached answer; thresholds calibrated on
+    the tune split, precision/recall per language and split (held aside)."""
+    from memlane.cli.language import print_response_cache_eval
+
+    print_response_cache_eval(file, embedder, as_json)
+
+
 @eval_app.command("relevance")
 def _eval_relevance(
     embedder: str = typer.Option("minilm", "--embedder", help="Embedder to evaluate (minilm, hashing, none...)."),

@@ -209,6 +209,7 @@ def chat_cmd(
     system: str = typer.Option("You are a helpful assistant. Use the conversation memory you are given.",
                                "--system", help="System prompt of new sessions."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the packet instead of calling a model; store nothing."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Always ask the model (skip the response cache)."),
     server: str | None = typer.Option(None, "--server", help="Use a memlane server (URL) instead of the local database."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="MEMLANE_API_KEY", help="API key for --server."),
     store: str | None = STORE_OPTION,
@@ -238,7 +239,8 @@ def chat_cmd(
 
         # soft wrap: long replies and URLs stay whole lines (the terminal wraps them)
         repl = ChatRepl(mem, model=chat_model, console=Console(soft_wrap=True), session_id=session, user=user,
-                        system_prompt=system, max_tokens=max_tokens, strategy=strategy, dry_run=dry_run)
+                        system_prompt=system, max_tokens=max_tokens, strategy=strategy, dry_run=dry_run,
+                        use_cache=False if no_cache else None)
         repl.run(stdin_lines())
     finally:
         if chat_model is not None:

@@ -203,7 +203,10 @@ def stats_cmd(
         return
     table = Table("what", "value")
     for key, value in data.items():
-        add_plain_row(table, key, f"{value:,}" if isinstance(value, int) else str(value))
+        # a part's figures (response_cache: lookups, hits, hit_rate, saved...) one per row
+        for name, item in (value.items() if isinstance(value, dict) else [(None, value)]):
+            shown = f"{item:,}" if isinstance(item, int) else f"{item:,.2f}" if isinstance(item, float) else str(item)
+            add_plain_row(table, key if name is None else f"{key} {name}", shown)
     console.print(table)
 
 

@@ -263,6 +263,8 @@ class ContextPacket:
     turn_count: int = 0
     recalled: list[RecalledMessage] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Ids of the long-term notes in ``notes`` (what a cached answer built on them depends on).
+    note_ids: list[int] = field(default_factory=list)
     context_compiled_at: datetime = field(default_factory=utcnow)
     priorities: tuple[str, ...] = ()
     #: How the last rendering spent its budget, per section (sums to ``budget.used``).
@@ -547,7 +549,8 @@ def _still_true(notes: Any, recalled: list[RecalledMessage]) -> list[RecalledMes
     return [r for r in recalled if r.message.id not in stale]
 
 
-def _notes(provider: Any, session: Session, query: str | None, max_tokens: int) -> list[str]:
+def _notes(provider: Any, session: Session, query: str | None, max_tokens: int) -> list[tuple[int | None, str]]:
+    """(note id or None, text) of the notes for the packet."""
     if provider is None:
         return []
     if not callable(provider):
@@ -558,7 +561,13 @@ def _notes(provider: Any, session: Session, query: str | None, max_tokens: int) 
     except MemlaneError as exc:
         log.warning("long-term notes unavailable (%s); the packet goes without them", exc)
         return []
-    return [t for t in (_text(n).strip() for n in found or ()) if t]
+    out: list[tuple[int | None, str]] = []
+    for n in found or ():
+        text = _text(n).strip()
+        if text:
+            note_id = getattr(n, "id", None)
+            out.append((note_id if isinstance(note_id, int) else None, text))
+    return out
 
 
 def _labelled(
@@ -633,7 +642,7 @@ def build_packet(
     last_user = next(
         (m.content for t in reversed(sel.turns) for m in reversed(t) if m.role == "user"), None
     )
-    notes = _notes(src.notes, session, query or last_user, budget) if "notes" in sel.sections else []
+    found_notes = _notes(src.notes, session, query or last_user, budget) if "notes" in sel.sections else []
     packet = ContextPacket(
         conversation_id=session.id,
         session_status=status,
@@ -656,7 +665,8 @@ def build_packet(
         last_response_type=state.last_response_type,
         turn_count=state.turn_count,
         recalled=recalled,
-        notes=notes,
+        notes=[text for _, text in found_notes],
+        note_ids=[nid for nid, _ in found_notes if nid is not None],
         priorities=order,
         stored_encoding=src.encoding_of(session),
         meta={

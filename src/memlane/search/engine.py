@@ -230,6 +230,11 @@ class RecallEngine:
     def has_vectors(self) -> bool:
         return self.embedder is not None
 
+    @property
+    def semantic_embedder(self) -> Embedder | None:
+        """The embedder when its vectors carry meaning (not hashed words), else None."""
+        return self.embedder if self._semantic else None
+
     # ------------------------------------------------------------ authors
 
     def note_authors(self, messages: Iterable[Message]) -> None:

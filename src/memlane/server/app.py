@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 import memlane
 from memlane.errors import PermissionDeniedError
 from memlane.memory import Memory
-from memlane.server import errors, routes, routes_events, routes_inspector, routes_lifecycle
+from memlane.server import errors, routes, routes_cache, routes_events, routes_inspector, routes_lifecycle
 from memlane.server.auth import KeyStore
 from memlane.server.metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 from memlane.server.middleware import (
@@ -115,6 +115,7 @@ def create_app(
     app.include_router(routes.router)
     app.include_router(routes_events.router)
     app.include_router(routes_inspector.router)
+    app.include_router(routes_cache.router)
 
     @app.get("/healthz", response_model=Health, tags=["meta"])
     def healthz() -> dict[str, Any]:

@@ -134,6 +134,7 @@ class ChatRepl:
         max_tokens: int = 3000,
         strategy: str | None = None,
         dry_run: bool = False,
+        use_cache: bool | None = None,
     ) -> None:
         self.mem = mem
         self.model = model
@@ -149,7 +150,12 @@ class ChatRepl:
         self.max_tokens = max_tokens
         self.strategy = strategy
         self.dry_run = dry_run
+        # The response cache answers a question asked again in the same context (settings:
+        # response_cache); a client of an older server without it simply never hits.
+        self.use_cache = (settings.response_cache if use_cache is None else use_cache) \
+            and callable(getattr(mem, "cached_response", None))
         self.last_query: str | None = None
+        self.last_packet: Any = None
         self.session_id = self._start(session_id)
         self.commands: dict[str, Callable[[str], None]] = {
             # markup off: "[title]", "[n]", "[query]" are literal text, not rich style tags
@@ -249,6 +255,7 @@ class ChatRepl:
             return [{"role": "system", "content": self.system_prompt}], None  # what a new session would send
         if callable(context):
             packet = context(self.session_id, query, self.max_tokens, strategy=self.strategy)
+            self.last_packet = packet
             messages = list(packet.to_messages())  # renders the packet, which records its budget
             budget = getattr(packet, "budget", None)
             report = budget if isinstance(budget, dict) else getattr(budget, "to_dict", lambda: None)()
@@ -270,6 +277,15 @@ class ChatRepl:
             self.show_packet(messages, report, title="packet (dry run: no model called, message not stored)")
             return
         started = time.perf_counter()
+        question = self._resolved(text)
+        hit = self._cached(question)
+        if hit is not None:
+            elapsed = time.perf_counter() - started
+            self._store(text, hit.response, elapsed, {"response_cache": hit.match})
+            saved = f", saved {hit.entry.cost_seconds:.1f} s of model time" if hit.entry.cost_seconds else ""
+            self.out.print(f"[bold green]assistant[/bold green]: {escape(hit.response)}")
+            self.out.print(f"(from the response cache: {hit.match} match{saved})", style="dim", highlight=False)
+            return
         try:
             reply = self.model.complete(messages)
         except ModelUnavailableError as exc:
@@ -277,12 +293,56 @@ class ChatRepl:
             self.out.print("Nothing was stored for this message.", style="dim")
             return
         elapsed = time.perf_counter() - started
+        self._store(text, reply, elapsed, {})
+        self._remember(question, reply, elapsed, report)
+        self.out.print(f"[bold green]assistant[/bold green]: {escape(reply)}")
+
+    def _resolved(self, text: str) -> str:
+        """The question with its references resolved: what the response cache is keyed by."""
+        resolve = getattr(self.mem, "resolve_references", None)
+        if not self.use_cache or not callable(resolve):
+            return text
+        try:
+            return str(resolve(text, self.session_id).resolved_query or text)
+        except MemlaneError:
+            return text
+
+    def _cached(self, question: str) -> Any | None:
+        if not self.use_cache or self.model is None:
+            return None
+        try:
+            return self.mem.cached_response(question, self.session_id, model=self.model.model,
+                                            **self._packet_args())
+        except MemlaneError as exc:  # a cache that cannot answer is a miss, never a failed turn
+            self.out.print(f"(response cache unavailable: {escape(str(exc))})", style="dim")
+            return None
+
+    def _packet_args(self) -> dict[str, Any]:
+        """The packet the model was sent (a server rebuilds it from the budget and strategy)."""
+        return {"context": self.last_packet, "max_tokens": self.max_tokens, "strategy": self.strategy}
+
+    def _store(self, text: str, reply: str, elapsed: float, extra: dict[str, Any]) -> None:
+        assert self.model is not None
         self.mem.store_interaction(
             text, reply, session_id=self.session_id, user_id=self.author_id, author_id=self.author_id,
             author_name=self.user,
-            metadata={"model_used": self.model.model, "processing_time": round(elapsed, 3), "context_used": True},
+            metadata={"model_used": self.model.model, "processing_time": round(elapsed, 3), "context_used": True,
+                      **extra},
         )
-        self.out.print(f"[bold green]assistant[/bold green]: {escape(reply)}")
+
+    def _remember(self, question: str, reply: str, elapsed: float, report: dict[str, Any] | None) -> None:
+        """Keep the model's answer for the same question in the same context."""
+        if not self.use_cache or self.model is None or not reply.strip():
+            return
+        turn = self.mem.list_turns(self.session_id, limit=1)
+        ids = [i for t in turn[-1:] for i in (t.user_message.id, t.assistant_message.id) if i is not None]
+        try:
+            self.mem.cache_response(
+                question, reply, self.session_id, model=self.model.model, cost_seconds=round(elapsed, 3),
+                cost_tokens=(report or {}).get("used"), message_ids=ids, **self._packet_args(),
+            )
+        except MemlaneError as exc:
+            self.out.print(f"(answer not cached: {escape(str(exc))})", style="dim")
 
     def show_packet(self, messages: list[dict[str, Any]], report: dict[str, Any] | None, *, title: str) -> None:
         self.out.rule(title)

@@ -7,10 +7,12 @@ one process, as in the tests, never collide on metric names.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memlane.memory import Memory
@@ -28,6 +30,26 @@ def _queue_depth_reader(mem: Memory) -> Callable[[], float]:
         return float(indexer.pending()) if indexer is not None else 0.0
 
     return read
+
+
+class ResponseCacheCollector(Collector):
+    """The response cache's lookups, hits and savings, read from the database at each scrape:
+    the counts are durable and shared, so every instance reports the same totals."""
+
+    def __init__(self, mem: Memory) -> None:
+        self.mem = mem
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        repository = self.mem.store.response_cache() if self.mem.enabled else None
+        if repository is None:
+            return
+        counts = repository.response_cache_counts()
+        yield GaugeMetricFamily("memlane_response_cache_entries", "Answers kept by the response cache.",
+                                value=counts["entries"])
+        for name, what in (("lookups", "Response cache lookups."), ("hits", "Response cache hits."),
+                           ("saved_seconds", "Model time saved by response cache hits."),
+                           ("saved_tokens", "Packet tokens not sent to a model thanks to cache hits.")):
+            yield CounterMetricFamily(f"memlane_response_cache_{name}", what, value=counts[name])
 
 
 class Metrics:
@@ -55,6 +77,7 @@ class Metrics:
         )
         self.pending.set_function(lambda: float(mem.pending_writes))
         mem.add_observer(self._on_stored)
+        self.registry.register(ResponseCacheCollector(mem))
 
     def _on_stored(self, session: Session, stored: list[MemMessage]) -> None:
         self.messages.inc(len(stored))

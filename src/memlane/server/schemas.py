@@ -442,3 +442,48 @@ class PruneIn(_In):
 
 class SessionIds(BaseModel):
     session_ids: list[str]
+
+
+class CacheLookupIn(_In):
+    query: Annotated[str, Field(min_length=1, max_length=MAX_SHORT), AfterValidator(_storable)] = Field(
+        ..., description="The question, its references resolved (POST /v1/sessions/{id}/resolve)."
+    )
+    model: Annotated[str, Field(min_length=1, max_length=MAX_ID)]
+    semantic: bool = Field(True, description="Also take the answer of a paraphrase (calibrated threshold).")
+    max_tokens: TokenBudget = Field(4096, description="Budget of the context packet the model is sent.")
+    strategy: Ident | None = None
+
+
+class CacheStoreIn(CacheLookupIn):
+    response: Annotated[str, Field(min_length=1), AfterValidator(_storable)]
+    ttl: float | None = Field(None, gt=0, le=10 * 365 * 86_400, description="Seconds (default: the server's setting).")
+    cost_seconds: float | None = Field(None, ge=0, le=86_400)
+    cost_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    message_ids: list[Annotated[int, Field(ge=1, le=2**62)]] = Field(
+        default_factory=list, max_length=MAX_LIST, description="The stored turn's messages: also sources."
+    )
+
+
+class CachedOut(BaseModel):
+    entry_id: int
+    model: str
+    created_at: float
+    expires_at: float | None
+
+
+class CacheHitOut(BaseModel):
+    response: str
+    match: Literal["exact", "semantic"]
+    similarity: float
+    entry_id: int | None
+    cached_query: str
+    model: str
+    created_at: float
+    expires_at: float | None
+    hits: int
+    saved_seconds: float | None
+    saved_tokens: int | None
+
+
+class CacheLookupOut(BaseModel):
+    hit: CacheHitOut | None

@@ -27,6 +27,7 @@ from memlane.ports import (
     MessageLog,
     NoteRepository,
     Records,
+    ResponseCacheRepository,
     SessionLocks,
     TurnRecord,
     VectorIndex,
@@ -112,6 +113,10 @@ class Store(MessageLog, KeywordIndex, DerivedRecords, Records, SessionLocks, Pro
 
     def note_repository(self) -> NoteRepository | None:
         """Long-term notes, facets, the archive tier and the audit log, or None."""
+        ...
+
+    def response_cache(self) -> ResponseCacheRepository | None:
+        """Cached answers (the response cache) in this database, or None."""
         ...
 
     def key_store(self) -> KeyStore | None:

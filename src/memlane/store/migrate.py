@@ -40,9 +40,12 @@ Progress = Callable[[str, int, int], None]
 LOG_TABLES = ("sessions", "messages", "turns", "derived")
 #: Tables that are copied, rebuilt or bookkeeping; anything else in the source is reported.
 #: change_events is not copied: the target's triggers write its own events as rows arrive.
+#: Nor is the response cache: its answers are keyed by message and note ids the target
+#: hands out anew, and a cache refills by use.
 _HANDLED = frozenset(
     {*LOG_TABLES, "tool_call_ids", "message_vectors", "vector_meta", "vector_deletions", "schema_migrations",
-     "sqlite_sequence", "change_events", "change_events_pruned"}
+     "sqlite_sequence", "change_events", "change_events_pruned", "response_cache", "response_cache_sources",
+     "response_cache_counts"}
 )
 
 

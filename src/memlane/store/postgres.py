@@ -76,7 +76,7 @@ if TYPE_CHECKING:
 
     from memlane.apikeys import KeyStore
     from memlane.bus.bell import Doorbell
-    from memlane.ports import NoteRepository
+    from memlane.ports import NoteRepository, ResponseCacheRepository
     from memlane.store.pg_vectors import PgVectorIndex
 
 __all__ = ["PostgresStore", "fts5_idf", "tsquery_literal"]
@@ -365,6 +365,12 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
 
     def schema_versions(self) -> list[int]:
         return [r[0] for r in self.read("SELECT version FROM schema_migrations ORDER BY version")]
+
+    def response_cache(self) -> ResponseCacheRepository:
+        """Cached answers in this database (migration 14)."""
+        from memlane.store.response_cache import SqlResponseCache
+
+        return SqlResponseCache(self, DIALECT)
 
     def key_store(self) -> KeyStore:
         """The server's API keys in this database (``memlane serve`` asks for it)."""

@@ -413,6 +413,67 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         );
         """,
     ),
+    14: (
+        "response cache",
+        # Same tables and invalidation as SQLite migration 14 (store/response_cache.py).
+        """
+        CREATE TABLE response_cache (
+            id BIGSERIAL PRIMARY KEY,
+            tenant_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            model TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            query_key TEXT NOT NULL,
+            query TEXT NOT NULL,
+            response TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION,
+            session_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
+            language TEXT,
+            vector BYTEA,
+            vector_model TEXT,
+            cost_seconds DOUBLE PRECISION,
+            cost_tokens BIGINT,
+            hits BIGINT NOT NULL DEFAULT 0,
+            last_hit_at DOUBLE PRECISION
+        );
+        CREATE INDEX response_cache_by_key ON response_cache (tenant_id, scope, model, fingerprint, id);
+        CREATE INDEX response_cache_by_session ON response_cache (session_id);
+        CREATE TABLE response_cache_sources (
+            entry_id BIGINT NOT NULL REFERENCES response_cache(id) ON DELETE CASCADE,
+            message_id BIGINT,
+            note_id BIGINT
+        );
+        CREATE INDEX response_cache_sources_by_entry ON response_cache_sources (entry_id);
+        CREATE INDEX response_cache_sources_by_message ON response_cache_sources (message_id);
+        CREATE INDEX response_cache_sources_by_note ON response_cache_sources (note_id);
+        CREATE TABLE response_cache_counts (
+            tenant_id TEXT PRIMARY KEY,
+            lookups BIGINT NOT NULL DEFAULT 0,
+            hits BIGINT NOT NULL DEFAULT 0,
+            saved_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
+            saved_tokens BIGINT NOT NULL DEFAULT 0
+        );
+        CREATE FUNCTION memlane_response_cache_invalidate() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_TABLE_NAME = 'messages' THEN
+                DELETE FROM response_cache WHERE id IN
+                    (SELECT entry_id FROM response_cache_sources WHERE message_id = OLD.id);
+            ELSIF TG_OP = 'DELETE' THEN
+                DELETE FROM response_cache WHERE id IN
+                    (SELECT entry_id FROM response_cache_sources WHERE note_id = OLD.id);
+            ELSIF OLD.valid_to IS NULL AND NEW.valid_to IS NOT NULL THEN
+                DELETE FROM response_cache WHERE id IN
+                    (SELECT entry_id FROM response_cache_sources WHERE note_id = NEW.id);
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER response_cache_messages AFTER DELETE ON messages
+            FOR EACH ROW EXECUTE FUNCTION memlane_response_cache_invalidate();
+        CREATE TRIGGER response_cache_notes AFTER UPDATE OF valid_to OR DELETE ON notes
+            FOR EACH ROW EXECUTE FUNCTION memlane_response_cache_invalidate();
+        """,
+    ),
 }
 
 #: Migrations that need an extension: skipped (and retried on the next start) when the

@@ -67,7 +67,7 @@ from memlane.text import fts5_match, keyword_terms
 if TYPE_CHECKING:
     from memlane.apikeys import KeyStore
     from memlane.bus.bell import Doorbell
-    from memlane.ports import NoteRepository
+    from memlane.ports import NoteRepository, ResponseCacheRepository
     from memlane.store.sqlite_vectors import SQLiteVectorIndex
 
 log = logging.getLogger(__name__)
@@ -727,6 +727,12 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
         from memlane.store.sqlite_notes import SQLiteNoteStore
 
         return SQLiteNoteStore(self)
+
+    def response_cache(self) -> ResponseCacheRepository:
+        """Cached answers in this file (migration 14)."""
+        from memlane.store.response_cache import SqlResponseCache
+
+        return SqlResponseCache(self, DIALECT)
 
     def key_store(self) -> KeyStore:
         """The server's API keys in this file (migration 5)."""

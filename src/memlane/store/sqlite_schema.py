@@ -3,7 +3,7 @@
 Never edit a migration that has shipped: add a new one at the end. Each is
 applied once, in its own transaction, and recorded in ``schema_migrations``.
 Numbers are reserved by area so parallel work does not collide:
-1 log, 2 vectors (recall), 3 context/state, 4 notes/rooms, 5 server keys, 6+ later.
+1 log, 2 vectors (recall), 3 context/state, 4 notes/rooms, 5 server keys, 14 response cache, 6+ later.
 """
 
 from __future__ import annotations
@@ -420,6 +420,65 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
             one INTEGER PRIMARY KEY CHECK (one = 1),
             through_id INTEGER NOT NULL
         );
+        """,
+    ),
+    14: (
+        "response cache",
+        """
+        -- Answers of the response cache (store/response_cache.py), keyed by tenant, scope
+        -- (user, or session without a user), model, context fingerprint and question.
+        -- An answer goes with the session it was answered in, and (triggers below) when a
+        -- message or note it was built from is deleted or the note superseded.
+        CREATE TABLE response_cache (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            tenant_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            model TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            query_key TEXT NOT NULL,
+            query TEXT NOT NULL,
+            response TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL,
+            session_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
+            language TEXT,
+            vector BLOB,
+            vector_model TEXT,
+            cost_seconds REAL,
+            cost_tokens INTEGER,
+            hits INTEGER NOT NULL DEFAULT 0,
+            last_hit_at REAL
+        );
+        CREATE INDEX response_cache_by_key ON response_cache(tenant_id, scope, model, fingerprint, id);
+        CREATE INDEX response_cache_by_session ON response_cache(session_id);
+        CREATE TABLE response_cache_sources (
+            entry_id INTEGER NOT NULL REFERENCES response_cache(id) ON DELETE CASCADE,
+            message_id INTEGER,
+            note_id INTEGER
+        );
+        CREATE INDEX response_cache_sources_by_entry ON response_cache_sources(entry_id);
+        CREATE INDEX response_cache_sources_by_message ON response_cache_sources(message_id);
+        CREATE INDEX response_cache_sources_by_note ON response_cache_sources(note_id);
+        CREATE TABLE response_cache_counts (
+            tenant_id TEXT PRIMARY KEY,
+            lookups INTEGER NOT NULL DEFAULT 0,
+            hits INTEGER NOT NULL DEFAULT 0,
+            saved_seconds REAL NOT NULL DEFAULT 0,
+            saved_tokens INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TRIGGER response_cache_message_gone AFTER DELETE ON messages BEGIN
+            DELETE FROM response_cache WHERE id IN
+                (SELECT entry_id FROM response_cache_sources WHERE message_id = old.id);
+        END;
+        CREATE TRIGGER response_cache_note_gone AFTER DELETE ON notes BEGIN
+            DELETE FROM response_cache WHERE id IN
+                (SELECT entry_id FROM response_cache_sources WHERE note_id = old.id);
+        END;
+        CREATE TRIGGER response_cache_note_superseded AFTER UPDATE OF valid_to ON notes
+            WHEN old.valid_to IS NULL AND new.valid_to IS NOT NULL BEGIN
+            DELETE FROM response_cache WHERE id IN
+                (SELECT entry_id FROM response_cache_sources WHERE note_id = new.id);
+        END;
         """,
     ),
 }
