@@ -32,7 +32,7 @@ ADAPTERS = ("memlane.store", "memlane.bus", "memlane.sealing", "memlane.search.e
 FEATURES = ("memlane.context", "memlane.state", "memlane.search", "memlane.notes", "memlane.rooms")
 FACADE = frozenset({
     "memlane", "memlane.memory", "memlane.client", "memlane.components", "memlane.parts",
-    "memlane.transfer", "memlane.aio", "memlane.surface", "memlane.resume",
+    "memlane.transfer", "memlane.aio", "memlane.surface", "memlane.resume", "memlane.cache_sync",
 })
 LAYER_NAMES = ("core", "adapters", "features", "facade", "edges")
 

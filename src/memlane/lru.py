@@ -45,6 +45,11 @@ class LRUCache(Generic[K, V]):
         with self._lock:
             return self._items.pop(key, None)
 
+    def snapshot_keys(self) -> list[K]:
+        """The keys, least recently used first (a copy: safe to change the cache meanwhile)."""
+        with self._lock:
+            return list(self._items)
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

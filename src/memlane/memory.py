@@ -54,6 +54,7 @@ from memlane.models import (
 from memlane.parts import Extensions, Parts
 from memlane.store import Store, TurnRecord, open_store
 from memlane.store.erase import EraseCounts, EraseRequest
+from memlane.store.events import LOST as LOST_EVENTS
 from memlane.store.events import ChangeEvent
 from memlane.text import snippet
 from memlane.tokens import TokenCounter, counts_cheaply, get_counter
@@ -62,6 +63,7 @@ from memlane.validation import check_identifier, check_max_tokens, check_metadat
 if TYPE_CHECKING:
     from memlane.bus.hub import EventBus, Subscription
     from memlane.bus.shared_cache import HotCache, RedisCache
+    from memlane.cache_sync import CacheSync
     from memlane.context.answers import CacheHit, ResponseCache
     from memlane.context.packet import ContextPacket
     from memlane.notes.models import AuditEntry, Facet, Note
@@ -201,6 +203,8 @@ class Memory:
         self._count_encodings: LRUCache[str, tuple[datetime, str | None]] = LRUCache(65_536)
         self._closed = False
         self._pruned_at: float | None = None
+        #: Reads the outbox before reads that use this process's caches (cache_sync.py).
+        self.cache_sync: CacheSync | None = None
         _OPEN.add(self)
         if not self.enabled:
             return  # no indexing, state or summaries for a memory that stores nothing
@@ -338,6 +342,7 @@ class Memory:
             if self._background_started:
                 return
             self._background_started = True
+            self._start_cache_sync()  # before any derived read fills a cache
             deferred, self._deferred = self._deferred, deque()
             self._deferred_messages = 0
         for start in self._on_start:
@@ -347,6 +352,50 @@ class Memory:
                 log.exception("memlane background start %r failed", start)
         for session, stored in deferred:
             self._notify_derived(session, stored)
+
+    def _start_cache_sync(self) -> None:
+        from memlane.cache_sync import CacheSync
+        from memlane.store.events import EventSource
+
+        if self.cache_sync is None and isinstance(self.store, EventSource):
+            sync = CacheSync(self.store)
+            sync.on_change(self._drop_cached)
+            self.cache_sync = sync
+
+    def sync_caches(self) -> int:
+        """Drop what this process caches of anything forgotten or superseded since the last
+        look, by any process on this database; reads that use caches call it first.
+        Returns how many such changes were handled."""
+        return self.cache_sync.sync() if self.cache_sync is not None else 0
+
+    def _drop_cached(self, event: ChangeEvent) -> None:
+        # Only parts already made hold anything: a part is never made just to empty it.
+        parts, sid = self.parts, event.session_id
+        if event.kind == LOST_EVENTS:  # what was missed is unknown: every cached copy goes
+            self._count_encodings.clear()
+            if parts.built("recall") and parts.recall is not None:
+                parts.recall.drop_cached()
+            if parts.built("notes") and parts.notes is not None:
+                parts.notes.drop_note_vectors(None)
+            if parts.built("summaries") and parts.summaries is not None:
+                parts.summaries.drop_cached(None)
+            if parts.built("checkpoints") and parts.checkpoints is not None:
+                parts.checkpoints.drop_cached(None)
+            return
+        if event.kind.startswith("note."):
+            if parts.built("notes") and parts.notes is not None and event.subject_id is not None:
+                parts.notes.drop_note_vectors([event.subject_id])
+            return
+        if parts.built("recall") and parts.recall is not None:
+            parts.recall.drop_cached()
+        if sid is None:
+            return
+        if parts.built("summaries") and parts.summaries is not None:
+            parts.summaries.drop_cached(sid)
+        if event.kind == "session.forgotten":
+            self._count_encodings.pop(sid)
+            if parts.built("checkpoints") and parts.checkpoints is not None:
+                parts.checkpoints.drop_cached(sid)
 
     def _start_dispatcher(self) -> None:
         with self._pending_lock:  # writers on several threads may be the first at once
@@ -954,6 +1003,7 @@ class Memory:
     ) -> ContextPacket:
         """The context packet for the next LLM call; ``packet.to_messages()`` fits ``max_tokens``."""
         self.start_background_work()
+        self.sync_caches()
         from memlane.context.packet import PacketSources, build_packet
 
         if priorities is None:  # the configured order (settings.context_priorities), if any
@@ -1059,6 +1109,7 @@ class Memory:
     ) -> ContextPacket:
         """Startup hydration (PRD §5): checkpoint or log -> packet; marks the session resuming."""
         self.start_background_work()
+        self.sync_caches()
         from memlane.resume import hydrate
 
         if max_tokens is not None:
@@ -1088,6 +1139,7 @@ class Memory:
         from memlane.notes.service import NotesService
 
         self.start_background_work()
+        self.sync_caches()
 
         service = self.parts.notes
         if not isinstance(service, NotesService):
@@ -1252,6 +1304,7 @@ class Memory:
         ``min_score`` is a floor on the calibrated relevance ``hit.score`` (0-1);
         ``unowned=True`` keeps to sessions that belong to no user."""
         self.start_background_work()  # a process that searches keeps derived data current
+        self.sync_caches()
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
         if top_k < 1:
@@ -1389,6 +1442,8 @@ class Memory:
         out = self.store.stats()
         out["pending_writes"] = self.pending_writes
         self.parts.build_all()
+        if self.cache_sync is not None:
+            out["cache_sync"] = self.cache_sync.to_dict()
         if self.enabled and self.store.response_cache() is not None:
             out["response_cache"] = self._responses().stats()
         for hook in self.parts.stats_hooks:

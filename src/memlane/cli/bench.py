@@ -85,7 +85,31 @@ def erase_cmd(
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 
+def caches_cmd(
+    model_delay: float = typer.Option(
+        0.5, "--model-delay", min=0.0, help="Seconds the stand-in model takes per answer (seed 004 logs 2.02).",
+    ),
+    embedder: str = typer.Option("minilm", "--embedder", help="Embedder of the chat runs (paraphrase matches need minilm)."),
+    chat: bool = typer.Option(True, "--chat/--no-chat", help="Run the memlane chat comparison."),
+    reads: int = typer.Option(2000, "--reads", min=10, help="Idle cache syncs to time."),
+    postgres: bool = typer.Option(False, "--postgres", help="Also time the sync on a private embedded PostgreSQL."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The response cache's effect in memlane chat (model calls, hit rate, turn time) and what
+    keeping per-instance caches exact costs per read (SQLite, PostgreSQL)."""
+    from memlane.bench_caches import format_table, run_chat_bench, run_sync_bench
+
+    with status("benchmarking caches"):
+        chat_result = run_chat_bench(model_delay, embedder) if chat else None
+        sync_result = run_sync_bench(reads, postgres)
+    if as_json:
+        print(json.dumps({"chat": chat_result, "sync": sync_result}, indent=2))
+        return
+    print(format_table(chat_result, sync_result))
+
+
 def register(app: typer.Typer) -> None:
+    app.command("caches")(caches_cmd)
     app.command("erase")(erase_cmd)
     app.command("events")(events_cmd)
     app.command("write")(write_cmd)

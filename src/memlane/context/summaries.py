@@ -415,6 +415,14 @@ class SummaryManager:
             with contextlib.suppress(MemlaneError):
                 self.essentials.store.delete_derived(session_id, SUMMARY_KIND)
 
+    def drop_cached(self, session_id: str | None) -> None:
+        """Drop this process's rolling summarizer of the session (of all when None; it holds
+        sentences of the messages it read); the next fold starts from the stored record."""
+        if session_id is None:
+            self._rolling.clear()
+        else:
+            self._rolling.pop(session_id)
+
     def visible(self, session_id: str, messages: Iterable[Message]) -> list[Message]:
         gone = self._forgotten.get(session_id)
         if not gone:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memlane.errors import ConflictError, InvalidInputError, MemlaneError, NotFoundError, SessionNotFoundError
+from memlane.lru import LRUCache
 from memlane.models import check_json, utcnow
 from memlane.notes.gate import PromotionGate
 from memlane.notes.models import FACET_KINDS, NOTE_KINDS, Facet, Note, NoteCandidate, WriteOutcome
@@ -57,7 +58,8 @@ class NotesService:
         self.store = notes
         self.gate = gate
         self.promoter = promoter
-        self._vectors: dict[tuple[int, str], Any] = {}
+        # (note id, text) -> vector; bounded, and dropped when the note goes (any process)
+        self._vectors: LRUCache[tuple[int, str], Any] = LRUCache(4096)
 
     # ------------------------------------------------------------ who is the Anchor
 
@@ -143,14 +145,16 @@ class NotesService:
         if embedder is None or not notes:
             return {}
         try:
-            missing = [n for n in notes if (n.id or 0, n.text) not in self._vectors]
+            found: dict[tuple[int, str], Any] = {(n.id or 0, n.text): self._vectors.get((n.id or 0, n.text)) for n in notes}
+            missing = [n for n in notes if found[(n.id or 0, n.text)] is None]
             if missing:
                 vecs = embedder.embed([n.text for n in missing])
                 for n, v in zip(missing, vecs, strict=True):
-                    self._vectors[(n.id or 0, n.text)] = v
+                    found[(n.id or 0, n.text)] = v
+                    self._vectors.put((n.id or 0, n.text), v)
             q = embedder.embed_query(query)
             q = q[0] if getattr(q, "ndim", 1) == 2 else q
-            return {n.id or 0: float(self._vectors[(n.id or 0, n.text)] @ q) for n in notes}
+            return {n.id or 0: float(found[(n.id or 0, n.text)] @ q) for n in notes}
         except Exception as exc:  # lexical ranking still works without vectors
             log.debug("semantic note ranking unavailable: %s", exc)
             return {}
@@ -311,8 +315,18 @@ class NotesService:
             ids = self.store.notes_from(session_id=session_id)
         else:
             ids = self.store.notes_from(message_ids=message_ids)
-        doomed = set(ids)
-        self._vectors = {k: v for k, v in self._vectors.items() if k[0] not in doomed}
+        self.drop_note_vectors(ids)
+
+    def drop_note_vectors(self, note_ids: Sequence[int] | None) -> None:
+        """Drop the vectors of these notes (all when None) kept in this process (their text
+        is in the key)."""
+        if note_ids is None:
+            self._vectors.clear()
+            return
+        doomed = set(note_ids)
+        for key in self._vectors.snapshot_keys():
+            if key[0] in doomed:
+                self._vectors.pop(key)
 
     def stats(self) -> dict[str, Any]:
         return self.store.stats()

@@ -237,6 +237,12 @@ class RecallEngine:
 
     # ------------------------------------------------------------ authors
 
+    def drop_cached(self) -> None:
+        """Drop the query vectors and speaker names kept in this process (after something
+        was forgotten anywhere: a query or a name may have come from it)."""
+        self._query_cache.clear()
+        self._authors = None
+
     def note_authors(self, messages: Iterable[Message]) -> None:
         """Observer side: remember author names so queries can be matched to speakers."""
         if self._authors is None:

@@ -360,6 +360,14 @@ class CheckpointManager:
         self.seen.add(session_id)
         return path
 
+    def drop_cached(self, session_id: str | None) -> None:
+        """Forget what this process last wrote for the session (for all when None: another
+        process may have forgotten it and shredded the file)."""
+        if session_id is None:
+            self._written.clear()
+        else:
+            self._written.pop(session_id)
+
     def delete(self, session_id: str) -> bool:
         path = self.path_for(session_id)
         if path is None:

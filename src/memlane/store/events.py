@@ -141,15 +141,24 @@ class EventReads:
         return int(rows[0][0]) if rows else 0
 
     def events_after(
-        self, after_id: int = 0, *, tenant_id: str | None = None, limit: int = 500
+        self, after_id: int = 0, *, tenant_id: str | None = None, limit: int = 500,
+        kinds: Sequence[str] | None = None, until: int | None = None,
     ) -> list[ChangeEvent]:
-        """Events with id > ``after_id``, oldest first; only ``tenant_id``'s when given."""
+        """Events with id > ``after_id``, oldest first; only ``tenant_id``'s when given, only
+        of ``kinds`` when given, and none past id ``until`` when given."""
         mark = self._dialect.mark
         where = f"id > {mark}"
         params: list[object] = [int(after_id)]
         if tenant_id is not None:
             where += f" AND tenant_id = {mark}"
             params.append(tenant_id)
+        if until is not None:
+            where += f" AND id <= {mark}"
+            params.append(int(until))
+        if kinds:
+            clause, values = self._dialect.in_list("kind", list(kinds))
+            where += f" AND {clause}"
+            params.extend(values)
         rows = self.read(
             f"SELECT id, at, tenant_id, kind, session_id, subject_id FROM change_events "
             f"WHERE {where} ORDER BY id LIMIT {mark}",
@@ -174,7 +183,8 @@ class EventSource(Protocol):
     """The narrow port readers of change events need (both stores provide it)."""
 
     def events_after(
-        self, after_id: int = 0, *, tenant_id: str | None = None, limit: int = 500
+        self, after_id: int = 0, *, tenant_id: str | None = None, limit: int = 500,
+        kinds: Sequence[str] | None = None, until: int | None = None,
     ) -> list[ChangeEvent]: ...
     def last_event_id(self) -> int: ...
     def pruned_through(self) -> int: ...
