@@ -128,6 +128,7 @@ class AsyncMemory(_OffLoop[Memory]):
     context = _off_loop(Memory.context)
     cached_response = _off_loop(Memory.cached_response)
     cache_response = _off_loop(Memory.cache_response)
+    sync_caches = _off_loop(Memory.sync_caches)
     get_state = _off_loop(Memory.get_state)
     resolve_references = _off_loop(Memory.resolve_references)
     hydrate = _off_loop(Memory.hydrate)

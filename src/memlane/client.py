@@ -65,6 +65,7 @@ LOCAL_ONLY: dict[str, str] = {
     "events": "follow GET /v1/events (Server-Sent Events, Last-Event-ID) instead",
     "subscribe": "callbacks run in the process that owns the store; follow GET /v1/events instead",
     "bus": "the event bus wires the server's own instances together",
+    "sync_caches": "the server's own caches follow the outbox before its reads; a client keeps none",
     "hot_cache": "the server's shared cache (redis_url in its settings), not a caller's",
     "background_work_started": "the server starts its background work itself",
     "start_background_work": "the server starts its background work itself when it starts",

@@ -57,7 +57,6 @@ IN_PROCESS: dict[str, str] = {
     "erase": "the one erase routine behind every deletion (delete_session, forget_messages, prune, ...)",
     "events": "change events from the database's outbox (over HTTP: GET /v1/events, SSE)",
     "sync_caches": "drop this process's cached copies of what any process forgot (reads do it first)",
-    "cache_sync": "the outbox reader behind sync_caches (its figures are in stats())",
     "subscribe": "a callback per change event, on a thread of this process (over HTTP: GET /v1/events)",
     "bus": "the event bus between instances (doorbells: NOTIFY, data_version, Redis)",
     "hot_cache": "the cache instances share through Redis/Valkey (redis_url), or None",

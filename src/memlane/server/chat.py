@@ -303,9 +303,12 @@ class ChatRepl:
         if not self.use_cache or not callable(resolve):
             return text
         try:
-            return str(resolve(text, self.session_id).resolved_query or text)
+            found = resolve(text, self.session_id)
         except MemlaneError:
             return text
+        # a Resolution here, its JSON from a server (MemoryClient)
+        resolved = found.get("resolved_query") if isinstance(found, dict) else getattr(found, "resolved_query", None)
+        return str(resolved or text)
 
     def _cached(self, question: str) -> Any | None:
         if not self.use_cache or self.model is None:
