@@ -17,6 +17,7 @@ from tests.pg_fixture import fresh_pg_memory
 from tests.server_support import python
 
 TOKEN = "zorblax"
+SPEAKER = "quillemont"  # the forgotten conversation's speaker (names are cached apart)
 READER = str(Path(__file__).with_name("_cache_reader.py"))
 
 
@@ -37,7 +38,7 @@ def _seed(url: str) -> int:
         mem.create_session(session_id="room", user_id="anna")
         mem.create_session(session_id="other", user_id="anna")
         for i in range(3):
-            mem.add("room", f"The secret code word {i} is {TOKEN}.", author_id="z", author_name=TOKEN.title())
+            mem.add("room", f"The secret code word {i} is {TOKEN}.", author_id="q", author_name=SPEAKER.title())
         mem.add("other", "I like hiking in the Alps.")
         note = mem.add_note(f"Anna's code word is {TOKEN}.", user_id="anna", session_id="other")
         mem.flush(60)
@@ -57,7 +58,7 @@ def _ask(reader: subprocess.Popen[str], command: str) -> dict[str, Any]:
 
 def test_a_forget_in_process_b_is_honoured_by_process_a(url: str) -> None:
     note_id = _seed(url)
-    reader = subprocess.Popen([python(), READER, url, TOKEN], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    reader = subprocess.Popen([python(), READER, url, TOKEN, SPEAKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
         warm = _ask(reader, "warm")
