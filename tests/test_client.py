@@ -20,6 +20,7 @@ from memlane.errors import (
     SessionNotFoundError,
     StorageError,
 )
+from memlane.scoping import session_key
 from memlane.server.auth import key_store_for
 from tests.server_support import new_key, open_memory, running_server
 
@@ -264,7 +265,7 @@ def test_client_lifecycle_respects_tenants(tmp_path: Path) -> None:
         MemoryClient(url, api_key=key_b) as b,
     ):
             mine = a.active_session_for("ana")
-            assert mem.get_session(mine).tenant_id == "a"
+            assert mem.get_session(session_key("a", mine)).tenant_id == "a"
             assert b.active_session_for("ana") != mine  # the same user id in another tenant
             for call in (lambda: b.archive_session(mine), lambda: b.hydrate(mine),
                          lambda: b.resolve_references("it?", mine), lambda: b.shutdown(mine)):

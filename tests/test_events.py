@@ -129,7 +129,7 @@ def test_sse_stream_is_tenant_scoped_and_resumes_with_last_event_id(tmp_path: Pa
     try:
         key_a, key_b = new_key(mem, "acme"), new_key(mem, "beta")
         a = mem.create_session(session_id="a", tenant_id="acme")
-        mem.create_session(session_id="b", tenant_id="beta")
+        b = mem.create_session(session_id="b", tenant_id="beta")
         mem.add(a, "first")
         with running_server(mem, keys=key_store_for(mem.store), require_auth=True) as url, httpx.Client() as client:
             frames = _read_frames(client, f"{url}/v1/events?since=0", 2, auth(key_a))
@@ -140,7 +140,7 @@ def test_sse_stream_is_tenant_scoped_and_resumes_with_last_event_id(tmp_path: Pa
             def write_later() -> None:
                 done.wait(0.3)
                 mem.add(a, "second")
-                mem.add("b", "other tenant")
+                mem.add(b, "other tenant")
 
             writer = threading.Thread(target=write_later)
             writer.start()

@@ -11,6 +11,7 @@ from pathlib import Path
 from memlane import Memory
 from memlane.client import MemoryClient
 from memlane.models import MessageFilter, SessionFilter
+from memlane.scoping import session_key
 from memlane.server.auth import key_store_for
 from memlane.server.tenancy import Caller, TenantView
 from tests.server_support import auth, client_for, new_key, running_server
@@ -19,7 +20,7 @@ from tests.test_cli import run
 
 def _two_days(mem: Memory, sid: str, *, tenant: str = "default") -> None:
     """Three exchanges two days ago and two today, in one session of ``tenant``."""
-    mem.create_session(session_id=sid, user_id="ana", tenant_id=tenant, title="Diet talk")
+    sid = mem.create_session(session_id=sid, user_id="ana", tenant_id=tenant, title="Diet talk")
     old = datetime.now(UTC) - timedelta(days=2)
     for i in range(3):
         mem.add_messages(sid, [
@@ -33,13 +34,13 @@ def _two_days(mem: Memory, sid: str, *, tenant: str = "default") -> None:
 def test_per_day_counts_on_both_stores(any_mem: Memory) -> None:
     mem = any_mem
     _two_days(mem, "days-1", tenant="acme")
-    mem.create_session(session_id="days-2", tenant_id="other")
-    mem.add("days-2", "not acme's")
+    days_2 = mem.create_session(session_id="days-2", tenant_id="other")
+    mem.add(days_2, "not acme's")
     rows = mem.store.messages_per_day(MessageFilter(tenant_id="acme", include_hidden=True))  # type: ignore[attr-defined]
     today = datetime.now(UTC).date()
     before = today - timedelta(days=2)
     assert rows == [(before, "assistant", 3), (before, "user", 3), (today, "assistant", 2), (today, "user", 2)]
-    assert mem.store.messages_per_day(MessageFilter(session_id="days-2")) == [(today, "user", 1)]  # type: ignore[attr-defined]
+    assert mem.store.messages_per_day(MessageFilter(session_id=days_2)) == [(today, "user", 1)]  # type: ignore[attr-defined]
     sessions = mem.store.sessions_per_day(SessionFilter(tenant_id="acme"))  # type: ignore[attr-defined]
     assert sessions == [(today, 1)] and isinstance(sessions[0][0], date)
 
@@ -85,7 +86,8 @@ def test_correcting_another_tenants_note_is_refused_and_audited(tmp_path: Path) 
     mem = Memory(tmp_path / "t.db", embedder="none")
     acme, other = new_key(mem, "acme"), new_key(mem, "other")
     TenantView(mem, Caller("acme")).create_session(session_id="acme-1", user_id="ana")
-    note = mem.add_note("Ana's door code is 1234", session_id="acme-1", user_id="ana", slot="door")
+    note = mem.add_note("Ana's door code is 1234", session_id=session_key("acme", "acme-1"), user_id="ana",
+                        slot="door")
     with client_for(mem, keys=key_store_for(mem.store), require_auth=True) as c:
         refused = c.patch(f"/v1/notes/{note.id}", json={"text": "leaked"}, headers=auth(other))
         assert refused.status_code == 404
@@ -136,9 +138,10 @@ def test_overview_figures_admin_and_tenant(tmp_path: Path) -> None:
     mem = Memory(tmp_path / "ov.db", embedder="hashing")
     acme = new_key(mem, "acme")
     _two_days(mem, "acme-1", tenant="acme")
-    mem.create_session(session_id="other-1", tenant_id="other", user_id="zoe")
-    mem.add("other-1", "Zoe's message")
-    mem.add_note("Ana likes trams", session_id="acme-1", user_id="ana", slot="pref:trams", value="trams")
+    other_1 = mem.create_session(session_id="other-1", tenant_id="other", user_id="zoe")
+    mem.add(other_1, "Zoe's message")
+    mem.add_note("Ana likes trams", session_id=session_key("acme", "acme-1"), user_id="ana", slot="pref:trams",
+                 value="trams")
     mem.flush(60)
     with client_for(mem) as c:
         admin = c.get("/v1/overview").json()

@@ -12,6 +12,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from memlane import Memory
+from memlane.scoping import session_key
 from memlane.server.auth import key_store_for
 from memlane.server.tenancy import Caller, TenantView
 from tests.server_support import MEMLANE, cli_env, new_key, open_memory, running_server
@@ -91,7 +92,8 @@ def test_mcp_over_http_with_tenants(tmp_path: Path) -> None:
                 return result
 
         assert anyio.run(as_key, key_a) == {"sessions": ["mcp-1"], "forgotten": True, "after": []}
-        assert mem.get_session("b-only").tenant_id == "b" and mem.load_session("b-only")
+        b_only = session_key("b", "b-only")  # ids are per tenant: b's session is stored under its key
+        assert mem.get_session(b_only).tenant_id == "b" and mem.load_session(b_only)
 
         async def anonymous() -> None:
             async with httpx2.AsyncClient(timeout=10) as http:
@@ -117,4 +119,4 @@ def test_mcp_stdio_tenant_option(tmp_path: Path) -> None:
 
     assert anyio.run(main) == ["mine"]
     with Memory(db, embedder="none") as mem:
-        assert mem.get_session("mine").tenant_id == "me"
+        assert mem.get_session(session_key("me", "mine")).tenant_id == "me"

@@ -28,7 +28,8 @@ def _source(path: Path, sessions: int = 4) -> None:
     with Memory(path, embedder="hashing") as mem:
         for s in range(sessions):
             sid = mem.create_session(
-                session_id=f"room-{s}", user_id=f"u{s % 2}", title=f"Room {s}", tenant_id="acme",
+                # the default tenant: its session ids are the keys (memlane.scoping)
+                session_id=f"room-{s}", user_id=f"u{s % 2}", title=f"Room {s}",
                 system_prompt="Be kind.", metadata={"lang": "de", "n": s},
             )
             mem.add(sid, f"we talked about kayaks and rivers in session {s}", author_name="Ana")

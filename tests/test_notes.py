@@ -183,14 +183,14 @@ def test_visibility_anchor_notes_are_shared_others_stay_in_their_room(mem: Memor
     mem.add("roomA", "I love jazz.", author_id=ANCHOR, author_name="JanHein")
     mem.add("roomA", "I love techno.", author_id="@maria:x", author_name="Maria")
     mem.add("roomB", "Hi", author_id="@bob:x", author_name="Bob")
-    mem.create_session(session_id="t2", tenant_id="acme")
-    mem.add("t2", "I love opera.", author_id=ANCHOR)
+    t2 = mem.create_session(session_id="t2", tenant_id="acme")
+    mem.add(t2, "I love opera.", author_id=ANCHOR)
     mem.flush()
     assert {n.text for n in mem.notes(session_id="roomA")} == {"JanHein loves jazz.", "Maria loves techno."}
     assert {n.text for n in mem.notes(session_id="roomB")} >= {"JanHein loves jazz."}
     assert "Maria loves techno." not in {n.text for n in mem.notes(session_id="roomB")}
     # Tenants never share notes, not even the Anchor's.
-    assert {n.text for n in mem.notes(session_id="t2")} == {"JanHein loves opera."}
+    assert {n.text for n in mem.notes(session_id=t2)} == {"JanHein loves opera."}
 
 
 def test_notes_for_the_packet_are_relevant_first_and_within_budget(mem: Memory) -> None:

@@ -11,6 +11,7 @@ import pytest
 from memlane import Memory
 from memlane.cli.serve import decide_auth
 from memlane.errors import ConfigError
+from memlane.scoping import session_key
 from memlane.server.auth import key_store_for, split_key
 from tests.server_support import auth, client_for, new_key, run_cli, serve_subprocess
 
@@ -62,7 +63,7 @@ def test_tenants_are_isolated_both_ways(mem: Memory) -> None:
 
         mid_a = setup(key_a, "sess-a", "alpha pineapple secret")
         mid_b = setup(key_b, "sess-b", "bravo pineapple secret")
-        assert mem.get_session("sess-a").tenant_id == "tenant-a"  # the body's tenant_id was ignored
+        assert mem.get_session(session_key("tenant-a", "sess-a")).tenant_id == "tenant-a"  # the body's was ignored
         mem.flush()
 
         for key, mine, theirs, their_mid, their_word in (
@@ -81,11 +82,6 @@ def test_tenants_are_isolated_both_ways(mem: Memory) -> None:
             ):
                 r = api.request(method, path, headers=h)
                 assert r.status_code == 404, (method, path, r.text)
-            # writing into their session id must not land in their session
-            r = api.post(f"/v1/sessions/{theirs}/messages", json={"role": "user", "content": "intrude"}, headers=h)
-            assert r.status_code == 404
-            r = api.post("/v1/turns", json={"session_id": theirs, "query": "q", "response": "a"}, headers=h)
-            assert r.status_code == 404
             r = api.patch(f"/v1/messages/{their_mid}", json={"pinned": True}, headers=h)
             assert r.status_code == 404
             hits = api.post("/v1/search", json={"query": "pineapple secret", "top_k": 20}, headers=h).json()["hits"]
@@ -100,20 +96,31 @@ def test_tenants_are_isolated_both_ways(mem: Memory) -> None:
             found = json.dumps(r.json())
             assert "pineapple" in found and their_word not in found  # its own context, none of theirs
             assert api.get("/v1/whoami", headers=h).json()["tenant"] in ("tenant-a", "tenant-b")
+            # writing to their session id lands in a session of the caller's own by that id
+            # (ids are per tenant), never in theirs
+            r = api.post(f"/v1/sessions/{theirs}/messages", json={"role": "user", "content": "intrude"}, headers=h)
+            assert r.status_code == 201 and r.json()["session_id"] == theirs
+            r = api.post("/v1/turns", json={"session_id": theirs, "query": "q", "response": "a"}, headers=h)
+            assert r.status_code == 201, r.text
+            other = "tenant-b" if theirs == "sess-b" else "tenant-a"
+            assert "intrude" not in json.dumps([m.content for m in mem.load_session(session_key(other, theirs))])
 
-        # import: an id taken by another tenant is a conflict, never a silent replace
+        # import: the other tenant's export lands in the importer's tenant under the same id
+        # (ids are per tenant), and replacing it there never touches the other's session
         export_b = api.get("/v1/sessions/sess-b/export", headers=auth(key_b)).text
         r = api.post("/v1/import", json={"data": export_b, "on_conflict": "replace"}, headers=auth(key_a))
-        assert r.status_code == 409
-        assert mem.get_session("sess-b").tenant_id == "tenant-b" and mem.load_session("sess-b")
-        # ... while a fresh copy lands in the importer's tenant
+        assert r.status_code == 201, r.text
+        assert r.json()["session_ids"] == ["sess-b"]
+        assert mem.get_session(session_key("tenant-a", "sess-b")).tenant_id == "tenant-a"
+        theirs_b = session_key("tenant-b", "sess-b")
+        assert mem.get_session(theirs_b).tenant_id == "tenant-b" and mem.load_session(theirs_b)
         r = api.post("/v1/import", json={"data": export_b, "on_conflict": "new"}, headers=auth(key_a))
         assert r.status_code == 201, r.text
         (copy,) = r.json()["session_ids"]
-        assert mem.get_session(copy).tenant_id == "tenant-a"
+        assert mem.get_session(session_key("tenant-a", copy)).tenant_id == "tenant-a"
 
         assert api.delete("/v1/sessions/sess-a", headers=auth(key_a)).json() == {"ok": True}
-        assert mem.store.get_session("sess-b") is not None
+        assert mem.store.get_session(theirs_b) is not None
 
 
 def test_keys_cli_and_serve_refuses_public_bind_without_keys(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ from memlane.models import (
     utcnow,
 )
 from memlane.parts import Extensions, Parts
+from memlane.scoping import public_session_id, session_key, tenant_of_key
 from memlane.store import Store, TurnRecord, open_store
 from memlane.store.erase import EraseCounts, EraseRequest
 from memlane.store.events import LOST as LOST_EVENTS
@@ -452,13 +453,19 @@ class Memory:
         session_id: str | None = None,
         tenant_id: str = "default",
     ) -> str:
-        """Create a session and return its id (a UUID unless you pass your own key)."""
+        """Create a session and return its id (a UUID unless you pass your own key).
+
+        Ids are per tenant (memlane.scoping): in a tenant other than "default" the id
+        returned is the session's key, ``session_key(tenant_id, session_id)``, which the
+        other methods take; two tenants may use the same ``session_id``.
+        """
         if session_id is not None:
             check_identifier(session_id)
+        check_identifier(tenant_id, "tenant_id")
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise InvalidInputError("system_prompt must be a string")
         session = Session(
-            id=session_id or str(uuid.uuid4()),
+            id=session_key(tenant_id, session_id or str(uuid.uuid4())),
             user_id=user_id,
             agent_id=agent_id,
             tenant_id=tenant_id,
@@ -504,8 +511,10 @@ class Memory:
             return session
         if not self.settings.auto_create_sessions:
             raise SessionNotFoundError(session_id)
+        if "tenant_id" not in fields:  # a key names its tenant (memlane.scoping)
+            fields["tenant_id"] = tenant_of_key(session_id)
         with contextlib.suppress(ConflictError):  # another process created it first
-            self.create_session(session_id=session_id, **fields)
+            self.create_session(session_id=public_session_id(session_id), **fields)
         return self.get_session(session_id)
 
     def load_session(self, session_id: str, *, include_hidden: bool = False) -> list[Message]:

@@ -27,8 +27,9 @@ from memlane.models import (
     message_from_input,
     utcnow,
 )
+from memlane.scoping import DEFAULT_TENANT, public_session_id, session_key
 from memlane.store.base import TurnRecord
-from memlane.validation import loads_json
+from memlane.validation import check_identifier, loads_json
 
 if TYPE_CHECKING:
     from memlane.memory import Memory
@@ -64,6 +65,8 @@ def session_document(session: Session, messages: Sequence[Message], turns: Seque
         entry["user_index"] = position.get(t.user_message.id)
         entry["assistant_index"] = position.get(t.assistant_message.id)
         out_turns.append(entry)
+    # the id its tenant knows it by: the import puts it back under that tenant's key
+    session_dict["id"] = public_session_id(session.id)
     return {
         "format": FORMAT,
         "session": {k: session_dict[k] for k in _SESSION_KEYS},
@@ -110,8 +113,9 @@ _MD_TURN = "<!-- memlane-turn "
 
 
 def _markdown(session: Session, messages: Sequence[Message], turns: Sequence[JSON] = ()) -> str:
-    out = [f"# {session.title or 'Session ' + session.id}", ""]
-    out.append(f"- session: `{session.id}`")
+    public = public_session_id(session.id)
+    out = [f"# {session.title or 'Session ' + public}", ""]
+    out.append(f"- session: `{public}`")
     if session.user_id:
         out.append(f"- user: `{session.user_id}`")
     out.append(f"- created: {session.created_at.isoformat()}")
@@ -265,7 +269,9 @@ def _plan(
     status = raw.get("status") or "active"
     if status not in SESSION_STATUSES:
         raise InvalidInputError(f"session status {status!r} is not one of {sorted(SESSION_STATUSES)}")
-    session_id = str(uuid.uuid4()) if fresh_id or not raw.get("id") else str(raw["id"])
+    tenant = str(raw.get("tenant_id") or DEFAULT_TENANT)
+    check_identifier(tenant, "tenant_id")
+    session_id = session_key(tenant, str(uuid.uuid4()) if fresh_id or not raw.get("id") else str(raw["id"]))
     times: dict[str, datetime] = {}
     for key in ("created_at", "updated_at", "last_active_at"):
         if raw.get(key):
@@ -278,7 +284,7 @@ def _plan(
         created_at=times.get("created_at") or utcnow(),
         updated_at=times.get("updated_at") or utcnow(),
         last_active_at=times.get("last_active_at") or utcnow(),
-        tenant_id=str(raw.get("tenant_id") or "default"),
+        tenant_id=tenant,
         user_id=raw.get("user_id"),
         agent_id=raw.get("agent_id"),
         title=raw.get("title"),

@@ -27,6 +27,22 @@ class CliState:
     store: str | None = None
     config: str | None = None
     key_env: str | None = None
+    tenant: str | None = None
+
+    def sid(self, session_id: str) -> str:
+        """The stored key of ``session_id`` in --tenant's namespace (memlane.scoping)."""
+        from memlane.scoping import session_key
+
+        return session_key(self.tenant, session_id)
+
+    def shown(self, key: str) -> str:
+        """How a session key is shown: the tenant's own id; without --tenant, ``tenant/id``
+        for a tenant other than default (keys themselves hold an unprintable separator)."""
+        from memlane.scoping import public_session_id, tenant_of_key
+
+        if self.tenant or tenant_of_key(key) == "default":
+            return public_session_id(key)
+        return f"{tenant_of_key(key)}/{public_session_id(key)}"
 
     def settings(self, **overrides: Any) -> Settings:
         return load_settings(self.config, **overrides)
@@ -76,4 +92,4 @@ def state(ctx: typer.Context, store: str | None = None) -> CliState:
     if not isinstance(obj, CliState):
         obj = CliState()
         ctx.find_root().obj = obj
-    return CliState(store=store, config=obj.config, key_env=obj.key_env) if store else obj
+    return CliState(store=store, config=obj.config, key_env=obj.key_env, tenant=obj.tenant) if store else obj

@@ -48,7 +48,9 @@ def context_cmd(
     store: str | None = STORE_OPTION,
 ) -> None:
     """Build the context packet for a session and show its messages and budget."""
-    with state(ctx, store).open() as mem:
+    st = state(ctx, store)
+    session_id = st.sid(session_id)
+    with st.open() as mem:
         if archived:
             from memlane.context.strategies import archived_blocks
 

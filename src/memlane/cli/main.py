@@ -42,10 +42,18 @@ def _root(
         None, "--key-env",
         help="Environment variable holding the key of an encrypted store (default: MEMLANE_KEY).",
     ),
+    tenant: str | None = typer.Option(
+        None, "--tenant", envvar="MEMLANE_TENANT",
+        help="The tenant whose session ids the commands take and show (ids are per tenant; default: default).",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug output."),
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
-    ctx.obj = CliState(store=store, config=config, key_env=key_env)
+    if tenant is not None:
+        from memlane.validation import check_identifier
+
+        check_identifier(tenant, "--tenant")
+    ctx.obj = CliState(store=store, config=config, key_env=key_env, tenant=tenant)
 
 
 sessions.register(app)

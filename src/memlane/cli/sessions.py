@@ -28,16 +28,17 @@ def sessions_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     store: str | None = STORE_OPTION,
 ) -> None:
-    """List sessions, most recently active first."""
-    with state(ctx, store).open() as mem:
-        found = mem.list_sessions(limit=limit, user_id=user, status=status)
+    """List sessions, most recently active first (with --tenant: that tenant's only)."""
+    st = state(ctx, store)
+    with st.open() as mem:
+        found = mem.list_sessions(limit=limit, user_id=user, status=status, tenant_id=st.tenant)
     if as_json:
-        print(json.dumps([s.to_dict() for s in found], ensure_ascii=False, indent=2))
+        print(json.dumps([{**s.to_dict(), "id": st.shown(s.id)} for s in found], ensure_ascii=False, indent=2))
         return
     table = Table("id", "title", "user", "status", "messages", "last active")
     for s in found:
         add_plain_row(
-            table, s.id, s.title or "", s.user_id or "", s.status, str(s.message_count),
+            table, st.shown(s.id), s.title or "", s.user_id or "", s.status, str(s.message_count),
             s.last_active_at.strftime("%Y-%m-%d %H:%M"),
         )
     console.print(table)
@@ -54,7 +55,9 @@ def history_cmd(
     store: str | None = STORE_OPTION,
 ) -> None:
     """Show a session's messages, oldest first."""
-    with state(ctx, store).open() as mem:
+    st = state(ctx, store)
+    session_id = st.sid(session_id)
+    with st.open() as mem:
         if max_tokens is not None:
             msgs = mem.get_recent_messages(session_id, max_tokens)
         else:
@@ -78,9 +81,11 @@ def search_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON hits."),
     store: str | None = STORE_OPTION,
 ) -> None:
-    """Search all stored conversations; shows each hit's score and its parts."""
-    with state(ctx, store).open() as mem:
-        hits = mem.search(query, session_id=session_id, user_id=user, top_k=top_k)
+    """Search all stored conversations (with --tenant: that tenant's); shows each hit's score and its parts."""
+    st = state(ctx, store)
+    with st.open() as mem:
+        hits = mem.search(query, session_id=None if session_id is None else st.sid(session_id), user_id=user,
+                          top_k=top_k, tenant_id=st.tenant)
     if as_json:
         print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
         return
@@ -88,7 +93,7 @@ def search_cmd(
     for h in hits:
         parts = " ".join(f"{k}={v:.3f}" for k, v in h.scores.items())
         add_plain_row(
-            table, f"{h.score:.3f}", parts, h.message.session_id[:12],
+            table, f"{h.score:.3f}", parts, st.shown(h.message.session_id)[:24],
             h.message.author_name or h.message.role, _short(h.snippet or h.message.content),
         )
     console.print(table)
@@ -102,8 +107,9 @@ def export_cmd(
     store: str | None = STORE_OPTION,
 ) -> None:
     """Export a session (JSON and JSONL round-trip exactly)."""
-    with state(ctx, store).open() as mem:
-        text = mem.export_session(session_id, fmt)
+    st = state(ctx, store)
+    with st.open() as mem:
+        text = mem.export_session(st.sid(session_id), fmt)
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
@@ -182,8 +188,9 @@ def delete_cmd(
     """Delete a session and everything derived from it."""
     if not yes:
         typer.confirm(f"Delete session {session_id} and all its messages?", abort=True)
-    with state(ctx, store).open() as mem:
-        if not mem.delete_session(session_id):
+    st = state(ctx, store)
+    with st.open() as mem:
+        if not mem.delete_session(st.sid(session_id)):
             from memlane.errors import SessionNotFoundError
 
             raise SessionNotFoundError(session_id)

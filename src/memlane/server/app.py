@@ -2,7 +2,7 @@
 
 ``create_app`` takes an open :class:`Memory`; whoever opened it closes it
 (``memlane serve`` does, after uvicorn stops). Middleware order, outermost
-first: metrics (times everything, refusals included) -> body limit -> auth.
+first: metrics (times everything, refusals included) -> body limit -> auth -> public ids
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from memlane.server.middleware import (
     AuthMiddleware,
     BodyLimitMiddleware,
     HostCheckMiddleware,
+    PublicIdsMiddleware,
 )
 from memlane.server.schemas import Health
 
@@ -149,6 +150,7 @@ def create_app(
     app.openapi_schema = None
     _document_security(app)
     # Added last = outermost.
+    app.add_middleware(PublicIdsMiddleware)  # inside auth: it reads the caller auth resolved
     app.add_middleware(AuthMiddleware, keys=keys, require=require_auth)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, cast
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -21,7 +22,7 @@ import memlane
 from memlane.errors import MemlaneError
 from memlane.memory import Memory
 from memlane.models import Message
-from memlane.server.tenancy import Caller, TenantView
+from memlane.server.tenancy import Caller, TenantView, public_ids
 
 INSTRUCTIONS = """\
 memlane is conversation memory. Store each exchange with store_interaction (or single messages
@@ -56,17 +57,23 @@ def _message(m: Message, *, limit: int | None = None) -> dict[str, Any]:
     return out
 
 
+#: The tenant of the MCP call in progress (set by view(), read by run() in the same context).
+_TENANT: ContextVar[str | None] = ContextVar("memlane_mcp_tenant", default=None)
+
+
 def build_server(mem: Memory, caller_of: CallerOf) -> MCPServer:
     server: MCPServer = MCPServer(
         "memlane", instructions=INSTRUCTIONS, version=memlane.__version__, log_level="WARNING"
     )
 
     def view(ctx: Context) -> TenantView:
-        return TenantView(mem, caller_of(ctx))
+        found = TenantView(mem, caller_of(ctx))
+        _TENANT.set(found.caller.tenant)  # run() shows results with the tenant's own ids
+        return found
 
     def run(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
-            return fn()
+            return cast(dict[str, Any], public_ids(fn(), _TENANT.get()))
         except MemlaneError as exc:  # the model reads this text; say what went wrong
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -224,8 +231,9 @@ def _resources(server: MCPServer, view: Callable[[Context], TenantView]) -> None
     @server.resource("memlane://sessions{?limit}", name="sessions", mime_type="application/json")
     def sessions(ctx: Context, limit: int = 50) -> str:
         """The sessions, most recently active first."""
-        found = view(ctx).list_sessions(limit=max(1, min(int(limit), 1000)))
-        return json.dumps([_jsonable(s.to_dict()) for s in found], ensure_ascii=False)
+        v = view(ctx)
+        found = v.list_sessions(limit=max(1, min(int(limit), 1000)))
+        return json.dumps(public_ids([_jsonable(s.to_dict()) for s in found], v.caller.tenant), ensure_ascii=False)
 
     @server.resource("memlane://sessions/{session_id}", name="session", mime_type="application/json")
     def session(ctx: Context, session_id: str) -> str:
@@ -233,8 +241,8 @@ def _resources(server: MCPServer, view: Callable[[Context], TenantView]) -> None
         v = view(ctx)
         found = v.session(session_id)
         msgs, _ = v.messages(session_id)
-        return json.dumps({"session": _jsonable(found.to_dict()), "messages": [_message(m) for m in msgs]},
-                          ensure_ascii=False)
+        return json.dumps(public_ids({"session": _jsonable(found.to_dict()), "messages": [_message(m) for m in msgs]},
+                                     v.caller.tenant), ensure_ascii=False)
 
     @server.resource("memlane://sessions/{session_id}/transcript", name="transcript", mime_type="text/markdown")
     def transcript(ctx: Context, session_id: str) -> str:

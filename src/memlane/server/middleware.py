@@ -1,4 +1,5 @@
-"""ASGI middleware in front of every route, REST and MCP alike: host check, body limit, auth.
+"""ASGI middleware in front of every route, REST and MCP alike: host check, body limit, auth,
+the tenant's own session ids in responses.
 
 Both are plain ASGI (not FastAPI dependencies) because the MCP endpoint is a
 raw ASGI app that FastAPI's dependency system never sees.
@@ -6,6 +7,7 @@ raw ASGI app that FastAPI's dependency system never sees.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -16,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memlane.errors import InvalidInputError
 from memlane.server.auth import KeyStore
 from memlane.server.errors import error_body
-from memlane.server.tenancy import Caller
+from memlane.server.tenancy import Caller, public_ids
 from memlane.validation import MAX_DEPTH, loads_json
 
 #: Paths anyone may fetch: the inspector's static page (it asks for a key itself), health, the spec
@@ -216,3 +218,48 @@ class AuthMiddleware:
             caller = Caller(tenant=key.tenant_id, key_id=key.id)
         scope.setdefault("state", {})["caller"] = caller
         await self.app(scope, receive, send)
+
+
+class PublicIdsMiddleware:
+    """Show an API key's caller its own session ids in every JSON response.
+
+    Sessions of a tenant other than "default" are stored under keys with the tenant in
+    them (memlane.scoping); the caller sent and knows the plain id. The JSON body is
+    rewritten with :func:`memlane.server.tenancy.public_ids` (id fields only); other
+    responses (the event stream frames its own ids) pass through untouched.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = scope.get("state", {}).get("caller") if scope["type"] == "http" else None
+        tenant = getattr(caller, "tenant", None)
+        if not tenant or tenant == "default":
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def rewrite(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                kind = dict(message.get("headers") or []).get(b"content-type", b"")
+                if kind.startswith(b"application/json"):
+                    start = message  # held until the whole body is in
+                    return
+            elif message["type"] == "http.response.body" and start is not None:
+                chunks.append(message.get("body", b""))
+                if message.get("more_body"):
+                    return
+                body = b"".join(chunks)
+                with contextlib.suppress(ValueError):
+                    body = json.dumps(public_ids(json.loads(body), tenant), ensure_ascii=False, allow_nan=False,
+                                      separators=(",", ":")).encode("utf-8")
+                headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
+                await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+            await send(message)
+
+        await self.app(scope, receive, rewrite)

@@ -23,6 +23,7 @@ from fastapi.responses import StreamingResponse
 
 from memlane.errors import InvalidInputError
 from memlane.server.routes import View
+from memlane.server.tenancy import public_ids
 from memlane.store.events import ChangeEvent, EventSource, lost_since
 
 router = APIRouter(prefix="/v1")
@@ -36,8 +37,9 @@ KEEPALIVE_SECONDS = 15.0
 MAX_EVENT_ID = 2**63 - 1
 
 
-def _frame(event: ChangeEvent) -> str:
-    return f"id: {event.id}\nevent: {event.kind}\ndata: {json.dumps(event.to_dict())}\n\n"
+def _frame(event: ChangeEvent, tenant: str | None) -> str:
+    data = json.dumps(public_ids(event.to_dict(), tenant))  # the tenant's own session ids
+    return f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n"
 
 
 @router.get(
@@ -87,12 +89,12 @@ async def events(
             yield ": memlane change events\n\n"  # sends the headers at once
             lost = await anyio.to_thread.run_sync(lost_since, store, after)
             if lost is not None:  # what it had not read was pruned: drop every cache
-                yield _frame(lost)
+                yield _frame(lost, tenant)
             while True:
                 rung.clear()  # before the read: a ring during it makes the wait below return
                 found = await anyio.to_thread.run_sync(partial(store.events_after, after, tenant_id=tenant))
                 for event in found:
-                    yield _frame(event)
+                    yield _frame(event, tenant)
                 if found:
                     after, idle = found[-1].id, 0.0
                     continue

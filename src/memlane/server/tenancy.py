@@ -5,6 +5,11 @@ REST routes and MCP tools both go through :class:`TenantView`, never through
 or delete tenant B's sessions by any path. A session of another tenant looks
 exactly like a missing one (404), so ids do not leak across tenants.
 ``tenant=None`` is the no-auth mode on loopback: the local user sees everything.
+
+Session ids are per tenant (memlane.scoping): a keyed caller's id ``x`` is the session
+stored under ``session_key(tenant, x)``, so two tenants may both use ``x``. Ids go in
+through :meth:`TenantView.key`; what goes back out is stripped of the tenant's prefix
+by :func:`public_ids` (REST responses, MCP results, event frames).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from memlane.errors import (
 from memlane.memory import Memory
 from memlane.models import Message, SearchHit, Session, Turn
 from memlane.notes.models import AuditEntry
+from memlane.scoping import SEPARATOR, public_session_id, session_key, tenant_of_key
 from memlane.text import snippet as snippet_of
 
 #: How much of the first user message names an untitled session.
@@ -66,6 +72,35 @@ def features(mem: Memory) -> dict[str, bool]:
     return {name: callable(getattr(mem, method, None)) for name, method in OPTIONAL_FEATURES.items()}
 
 
+#: Fields of a response that hold session ids (one, or a list of them).
+ID_FIELDS = frozenset({"id", "session_id", "target"})
+ID_LIST_FIELDS = frozenset({"session_ids"})
+
+
+def public_ids(value: Any, tenant: str | None) -> Any:
+    """``value`` (JSON-like) with every session key of ``tenant`` shown as the tenant's own id.
+
+    Only the id fields are touched, so a message that happens to start with the same
+    characters stays as it was. ``tenant`` None (no-auth mode) or "default": unchanged.
+    """
+    if not tenant or tenant == "default":
+        return value
+    prefix = f"{tenant}{SEPARATOR}"
+
+    def plain(v: Any) -> Any:
+        return v[len(prefix):] if isinstance(v, str) and v.startswith(prefix) else v
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: plain(x) if k in ID_FIELDS else [plain(i) for i in x]
+                    if k in ID_LIST_FIELDS and isinstance(x, list) else walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
 class TenantView:
     def __init__(self, mem: Memory, caller: Caller) -> None:
         self.mem = mem
@@ -76,10 +111,20 @@ class TenantView:
     def _visible(self, session: Session | None) -> bool:
         return session is not None and (self.caller.tenant is None or session.tenant_id == self.caller.tenant)
 
+    def key(self, session_id: str) -> str:
+        """The stored key of the caller's session ``session_id`` (no-auth mode: the id itself)."""
+        return session_id if self.caller.tenant is None else session_key(self.caller.tenant, session_id)
+
+    def _opt_key(self, session_id: str | None) -> str | None:
+        return None if session_id is None else self.key(session_id)
+
     def session(self, session_id: str) -> Session:
-        session = self.mem.store.get_session(session_id)
+        return self._session_at(self.key(session_id), session_id)
+
+    def _session_at(self, key: str, shown: str | None = None) -> Session:
+        session = self.mem.store.get_session(key)
         if session is None or not self._visible(session):
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(shown if shown is not None else public_session_id(key))
         return session
 
     def create_session(self, *, tenant_id: str | None = None, **fields: Any) -> Session:
@@ -91,11 +136,11 @@ class TenantView:
                 f"session id {fields.get('session_id')!r} is already taken; choose another id "
                 "or omit session_id to get a new UUID"
             ) from exc
-        return self.session(sid)
+        return self._session_at(sid)
 
     def ensure_session(self, session_id: str, **fields: Any) -> Session:
         """The caller's session, created in the caller's tenant on first use (auto_create_sessions)."""
-        found = self.mem.store.get_session(session_id)
+        found = self.mem.store.get_session(self.key(session_id))
         if found is not None:
             if not self._visible(found):
                 raise SessionNotFoundError(session_id)
@@ -103,7 +148,8 @@ class TenantView:
         if not self.mem.settings.auto_create_sessions:
             raise SessionNotFoundError(session_id)
         with contextlib.suppress(ConflictError):  # a concurrent request created it first
-            self.mem.create_session(session_id=session_id, tenant_id=self.caller.write_tenant, **fields)
+            self.mem.create_session(session_id=public_session_id(session_id),
+                                    tenant_id=self.caller.tenant or tenant_of_key(session_id), **fields)
         return self.session(session_id)
 
     def list_sessions(self, limit: int = 10, offset: int = 0, **filters: Any) -> list[Session]:
@@ -113,11 +159,11 @@ class TenantView:
 
     def update_session(self, session_id: str, **changes: Any) -> Session:
         self.session(session_id)
-        return self.mem.update_session(session_id, **changes)
+        return self.mem.update_session(self.key(session_id), **changes)
 
     def end_session(self, session_id: str) -> bool:
         self.session(session_id)
-        return self.mem.end_session(session_id)
+        return self.mem.end_session(self.key(session_id))
 
     def display_titles(self, sessions: Sequence[Session]) -> dict[str, str | None]:
         """Each session's title, or for an untitled one the start of its first user message
@@ -131,44 +177,44 @@ class TenantView:
         }
 
     def delete_session(self, session_id: str) -> bool:
-        with self._audited("forget_session", session_id=session_id) as detail:
+        with self._audited("forget_session", session_id=self.key(session_id)) as detail:
             self.session(session_id)
-            detail["messages"] = self.mem.store.count_messages(session_id)
-            return self.mem.delete_session(session_id)
+            detail["messages"] = self.mem.store.count_messages(self.key(session_id))
+            return self.mem.delete_session(self.key(session_id))
 
     def clear_session(self, session_id: str) -> int:
         self.session(session_id)
-        return self.mem.clear_session(session_id)
+        return self.mem.clear_session(self.key(session_id))
 
     # ------------------------------------------------------------ messages and turns
 
     def save_message(self, session_id: str, message: Message | Mapping[str, Any]) -> Message:
         self.ensure_session(session_id)
-        return self.mem.save_message(session_id, message)
+        return self.mem.save_message(self.key(session_id), message)
 
     def add_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         self.ensure_session(session_id)
-        return self.mem.add_messages(session_id, messages)
+        return self.mem.add_messages(self.key(session_id), messages)
 
     def items(self, session_id: str, limit: int | None) -> list[Message]:
         self.session(session_id)
-        return self.mem.items(session_id, limit)
+        return self.mem.items(self.key(session_id), limit)
 
     def pop(self, session_id: str) -> Message | None:
         self.session(session_id)
-        return self.mem.pop(session_id)
+        return self.mem.pop(self.key(session_id))
 
     def forget_at(self, session_id: str, index: int) -> Message | None:
         self.session(session_id)
-        return self.mem.forget_at(session_id, index)
+        return self.mem.forget_at(self.key(session_id), index)
 
     def forget_history(self, session_id: str) -> int:
         self.session(session_id)
-        return self.mem.forget_history(session_id)
+        return self.mem.forget_history(self.key(session_id))
 
     def replace_history(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         self.ensure_session(session_id)
-        return self.mem.replace_history(session_id, messages)
+        return self.mem.replace_history(self.key(session_id), messages)
 
     def store_interaction(
         self,
@@ -185,10 +231,11 @@ class TenantView:
         """(turn id, session id)."""
         if session_id is None:
             active = self.list_sessions(limit=1, user_id=user_id, status="active")
-            session_id = active[0].id if active else self.create_session(user_id=user_id).id
+            found = active[0].id if active else self.create_session(user_id=user_id).id
+            session_id = found if self.caller.tenant is None else public_session_id(found)
         self.ensure_session(session_id, user_id=user_id)
         turn_id = self.mem.store_interaction(
-            query, response, metadata, session_id=session_id, user_id=user_id,
+            query, response, metadata, session_id=self.key(session_id), user_id=user_id,
             author_id=author_id, author_name=author_name, created_at=created_at,
         )
         return turn_id, session_id
@@ -198,17 +245,17 @@ class TenantView:
     ) -> tuple[list[Message], int | None]:
         self.session(session_id)
         if max_tokens is not None:
-            window = self.mem.window(session_id, max_tokens)
+            window = self.mem.window(self.key(session_id), max_tokens)
             return window.messages, window.tokens
-        return self.mem.load_session(session_id, include_hidden=include_hidden), None
+        return self.mem.load_session(self.key(session_id), include_hidden=include_hidden), None
 
     def turns(self, session_id: str, limit: int = 50) -> list[Turn]:
         self.session(session_id)
-        return self.mem.list_turns(session_id, limit=limit)
+        return self.mem.list_turns(self.key(session_id), limit=limit)
 
     def message(self, message_id: int) -> Message:
         msg = self.mem.get_message(message_id)
-        self.session(msg.session_id)  # another tenant's message is "not found" too
+        self._session_at(msg.session_id)  # another tenant's message is "not found" too
         return msg
 
     def update_message(self, message_id: int, *, importance: float | None, pinned: bool | None) -> Message:
@@ -262,7 +309,8 @@ class TenantView:
         if session_id is not None:
             self.session(session_id)
         try:
-            return self.mem.audit_log(session_id=session_id, tenant_id=self.caller.tenant, limit=limit)
+            return self.mem.audit_log(session_id=self._opt_key(session_id), tenant_id=self.caller.tenant,
+                                      limit=limit)
         except InvalidInputError:
             return []
 
@@ -280,7 +328,7 @@ class TenantView:
         if session_id is not None:
             self.session(session_id)
         tenant = self.caller.tenant if self.caller.tenant is not None else tenant_id
-        hits = self.mem.search(query, session_id=session_id, tenant_id=tenant, **options)
+        hits = self.mem.search(query, session_id=self._opt_key(session_id), tenant_id=tenant, **options)
         if self.caller.tenant is None:
             return hits
         # Belt and braces: a recall engine that ignored the tenant filter must not leak.
@@ -291,14 +339,14 @@ class TenantView:
         kwargs: dict[str, Any] = {"max_tokens": max_tokens}
         if strategy is not None:
             kwargs["strategy"] = strategy
-        return self._optional("context")(session_id, query, **kwargs)
+        return self._optional("context")(self.key(session_id), query, **kwargs)
 
     def relevant_context(self, query: str, max_tokens: int, *, session_id: str | None,
                          user_id: str | None) -> list[Message]:
         if session_id is not None:
             self.session(session_id)
         msgs: list[Message] = self._optional("relevant_context")(
-            query, max_tokens, session_id=session_id, user_id=user_id
+            query, max_tokens, session_id=self._opt_key(session_id), user_id=user_id
         )
         if self.caller.tenant is None:
             return msgs
@@ -311,7 +359,7 @@ class TenantView:
             self.session(session_id)
         if self.caller.tenant is not None:
             filters["tenant_id"] = self.caller.tenant
-        found: list[Any] = self._optional("notes")(query, session_id=session_id, **filters)
+        found: list[Any] = self._optional("notes")(query, session_id=self._opt_key(session_id), **filters)
         if self.caller.tenant is None:
             return found
         return [n for n in found if getattr(n, "tenant_id", None) == self.caller.tenant]
@@ -322,7 +370,7 @@ class TenantView:
         elif self.caller.tenant is not None:
             # A note takes its tenant from its session; without one it would land in "default".
             raise InvalidInputError("with an API key, give the session_id the note belongs to")
-        return self._optional("add_note")(text, session_id=session_id, **fields)
+        return self._optional("add_note")(text, session_id=self._opt_key(session_id), **fields)
 
     def note_history(self, note_id: int) -> list[Any]:
         versions: list[Any] = self.mem.note_history(note_id)
@@ -364,37 +412,37 @@ class TenantView:
     def handle_command(self, session_id: str, text: str, author_id: str | None, *,
                        author_name: str | None = None) -> Any:
         self.session(session_id)  # another tenant's conversation is "not found"
-        return self.mem.handle_command(session_id, text, author_id, author_name=author_name)
+        return self.mem.handle_command(self.key(session_id), text, author_id, author_name=author_name)
 
     def state(self, session_id: str) -> Any:
         self.session(session_id)
-        return self._optional("state")(session_id)
+        return self._optional("state")(self.key(session_id))
 
     # ------------------------------------------------------------ session lifecycle
 
     def resolve_references(self, query: str, session_id: str) -> Any:
         self.session(session_id)
-        return self.mem.resolve_references(query, session_id)
+        return self.mem.resolve_references(query, self.key(session_id))
 
     def detect_topic_change(self, query: str, session_id: str) -> bool:
         self.session(session_id)
-        return self.mem.detect_topic_change(query, session_id)
+        return self.mem.detect_topic_change(query, self.key(session_id))
 
     def hydrate(self, session_id: str, query: str | None, max_tokens: int | None) -> Any:
         self.session(session_id)
-        return self.mem.hydrate(session_id, query=query, max_tokens=max_tokens)
+        return self.mem.hydrate(self.key(session_id), query=query, max_tokens=max_tokens)
 
     def shutdown(self, session_id: str) -> dict[str, Any]:
         self.session(session_id)
-        return self.mem.shutdown(session_id)
+        return self.mem.shutdown(self.key(session_id))
 
     def archive_session(self, session_id: str, reason: str | None) -> bool:
         self.session(session_id)
-        return self.mem.archive_session(session_id, reason)
+        return self.mem.archive_session(self.key(session_id), reason)
 
     def unarchive_session(self, session_id: str) -> bool:
         self.session(session_id)
-        return self.mem.unarchive_session(session_id)
+        return self.mem.unarchive_session(self.key(session_id))
 
     def active_session_for(self, user_id: str | None, query: str | None) -> str:
         """The user's active session in the caller's tenant (expiry, cap and topic changes
@@ -435,7 +483,7 @@ class TenantView:
 
     def export_session(self, session_id: str, fmt: str = "json") -> str:
         self.session(session_id)
-        return self.mem.export_session(session_id, fmt)
+        return self.mem.export_session(self.key(session_id), fmt)
 
     def import_sessions(self, text: str, fmt: str = "json", *, on_conflict: str = "error") -> list[str]:
         fmt = "markdown" if fmt.lower() == "md" else fmt.lower()
@@ -447,20 +495,15 @@ class TenantView:
             if not isinstance(raw, dict):
                 raise InvalidInputError("export has no 'session' object")
             doc["format"] = transfer.FORMAT
-            if on_conflict == "new":
+            if on_conflict == "new" or self.caller.tenant is not None:
+                # turn ids are unique store-wide, not per tenant: an export of another
+                # tenant's session would collide with that tenant's turns
                 _fresh_turn_ids(doc)
             if self.caller.tenant is None:
                 continue
-            # With a key, every imported session belongs to the key's tenant, and an id taken
-            # by another tenant is never replaced or skipped silently: it is a conflict.
+            # With a key, every imported session belongs to the key's tenant (ids are per
+            # tenant, so an id another tenant uses is no conflict).
             raw["tenant_id"] = self.caller.tenant
-            sid = raw.get("id")
-            if sid and on_conflict != "new":
-                other = self.mem.store.get_session(str(sid))
-                if other is not None and not self._visible(other):
-                    raise ConflictError(
-                        f"session id {sid!r} is taken; import with on_conflict='new' to get fresh ids"
-                    )
         return self.mem.import_sessions(json.dumps(docs), "json", on_conflict=on_conflict)
 
 

@@ -29,6 +29,8 @@ Layout choices:
 
 from __future__ import annotations
 
+from memlane.store.session_scoping import scope_sessions_sql
+
 #: The text-search configuration of each language ``messages.lang`` may hold; a message
 #: without a language (written before migration 10) is indexed as English. Queries look a
 #: word up by its lexemes in every one of them.
@@ -472,6 +474,20 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
             FOR EACH ROW EXECUTE FUNCTION memlane_response_cache_invalidate();
         CREATE TRIGGER response_cache_notes AFTER UPDATE OF valid_to OR DELETE ON notes
             FOR EACH ROW EXECUTE FUNCTION memlane_response_cache_invalidate();
+        """,
+    ),
+    13: (
+        "tenant-scoped session ids",
+        # store/session_scoping.py, as SQLite migration 13; vectors (when migration 2 ran)
+        # name their session too
+        scope_sessions_sql(separator="chr(31)", position="strpos", temp="CREATE TEMP TABLE")
+        + """
+        DO $$ BEGIN
+            IF to_regclass('message_vectors') IS NOT NULL THEN
+                UPDATE message_vectors v SET session_id = m.session_id FROM messages m
+                    WHERE m.id = v.message_id AND v.session_id <> m.session_id;
+            END IF;
+        END $$;
         """,
     ),
 }

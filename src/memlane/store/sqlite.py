@@ -73,6 +73,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: The migration that moves sessions to tenant-scoped keys (store/session_scoping.py).
+SCOPED_SESSIONS_MIGRATION = 13
+
 #: The full-text indexes (messages, notes) an erase must leave without a trace.
 _FTS_TABLES = ("messages_fts", "notes_fts")
 
@@ -302,8 +305,14 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
                 conn.execute(
                     "INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, time.time())
                 )
+                applied.append(version)
 
+        applied: list[int] = []
         self.write(run)
+        if SCOPED_SESSIONS_MIGRATION in applied and self.path != ":memory:":
+            # Sessions moved to new keys: the vector index files name the old ones. They
+            # are derived data; the next search builds them anew from the table.
+            self.vector_index().drop_files()
 
     def schema_versions(self) -> list[int]:
         return [r[0] for r in self.read("SELECT version FROM schema_migrations ORDER BY version")]

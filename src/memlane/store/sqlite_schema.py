@@ -8,6 +8,8 @@ Numbers are reserved by area so parallel work does not collide:
 
 from __future__ import annotations
 
+from memlane.store.session_scoping import scope_sessions_sql
+
 MIGRATIONS: dict[int, tuple[str, str]] = {
     1: (
         "conversation log",
@@ -480,5 +482,10 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
                 (SELECT entry_id FROM response_cache_sources WHERE note_id = new.id);
         END;
         """,
+    ),
+    13: (
+        "tenant-scoped session ids",
+        # store/session_scoping.py: sessions of tenants other than "default" move to their key
+        scope_sessions_sql(separator="char(31)", position="instr", temp="CREATE TEMP TABLE"),
     ),
 }

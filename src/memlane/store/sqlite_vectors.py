@@ -205,6 +205,14 @@ class SQLiteVectorIndex:
         self.purge()
         return total
 
+    def drop_files(self) -> None:
+        """Remove the index files beside the database (the table stays): the next search
+        builds them anew. For a change that renames sessions under them (migration 13)."""
+        files = self._files()
+        if files is not None and files.dir.is_dir():
+            with files.lock():
+                files.remove()
+
     def clear(self) -> None:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM message_vectors")
