@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memlane.errors import NotFoundError
+from memlane.scoping import session_key
 from memlane.server.auth import key_store_for
 from memlane.server.tenancy import Caller, TenantView
 from tests.inspector_support import ARTIFACTS, confirm, expect, load_data, offline, ready_page, shot
@@ -305,7 +306,7 @@ def test_action_with_a_key_of_another_tenant_is_refused(tmp_path: Path, browser:
     mem = open_memory(tmp_path / "tenants.db")
     acme, other = new_key(mem, "acme"), new_key(mem, "other")
     TenantView(mem, Caller("acme")).store_interaction("acme secret plan", "noted", session_id="acme-1")
-    msg = mem.load_session("acme-1")[0]
+    msg = mem.load_session(session_key("acme", "acme-1"))[0]
     with running_server(mem, keys=key_store_for(mem.store), require_auth=True) as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url + "/#/session/acme-1/transcript")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from memlane import Memory
+from memlane.scoping import session_key
 from memlane.server.auth import key_store_for
 from memlane.server.tenancy import Caller, TenantView
 from tests.inspector_support import expect, load_data, ready_page, shot
@@ -145,9 +146,9 @@ def test_live_stream_with_a_key_sees_only_its_tenant(tmp_path: Path, browser: An
         expect(page.locator("#live")).to_have_attribute("data-state", "on", timeout=15_000)
         seen_before = page.evaluate("document.body.dataset.lastEvent || ''")
         # another tenant's new session and message: no event reaches this page
-        writer.create_session(session_id="other-2", tenant_id="other")
-        writer.add("other-2", "other tenant's secret")
-        writer.add("acme-1", "acme's own new line")
+        other_2 = writer.create_session(session_id="other-2", tenant_id="other")
+        writer.add(other_2, "other tenant's secret")
+        writer.add(session_key("acme", "acme-1"), "acme's own new line")
         expect(page.locator("#transcript")).to_contain_text("acme's own new line", timeout=15_000)
         assert page.locator(".session-item[data-session='other-2']").count() == 0
         assert page.locator(".session-item").count() == 1

@@ -9,6 +9,7 @@ import pytest
 from memlane import Memory
 from memlane.client import MemoryClient
 from memlane.errors import SessionNotFoundError
+from memlane.scoping import session_key
 from memlane.server.auth import key_store_for
 from tests.server_support import running_server, serve_subprocess
 
@@ -34,7 +35,7 @@ def test_server_on_postgres_with_tenants(pg_url: str) -> None:
             packet = a.context("pg-a1", "which door?", max_tokens=300)
             assert "Rua Augusta" in str(packet.to_messages())
             assert "Graz" not in str(packet.to_dict())
-        assert mem.get_session("pg-a1").tenant_id == "pg-a"
+        assert mem.get_session(session_key("pg-a", "pg-a1")).tenant_id == "pg-a"
 
 
 def test_cli_serve_with_a_postgres_url(pg_url: str, tmp_path: Path) -> None:
