@@ -388,7 +388,7 @@ def list_facets(
     """What was tracked beside the dialogue of a conversation: named entities, links, dates
     and system actions (tool calls), oldest first."""
     v.session(session_id)  # another tenant's conversation is "not found"
-    return {"facets": [f.to_dict() for f in v.mem.facets(session_id, kind, value=value, limit=limit)]}
+    return {"facets": [f.to_dict() for f in v.mem.facets(v.key(session_id), kind, value=value, limit=limit)]}
 
 
 @router.post("/sessions/{session_id}/commands", response_model=s.CommandOut, tags=["notes"],
@@ -399,7 +399,7 @@ def run_command(session_id: SessionId, body: s.CommandIn, v: View) -> dict[str, 
     change memory: anyone else gets a refusal and nothing changes. Every command is audited.
     ``recognized: false`` means it was no command: send the text to the model as usual."""
     v.session(session_id)  # another tenant's conversation is "not found"
-    result = v.mem.handle_command(session_id, body.text, body.author_id, author_name=body.author_name)
+    result = v.mem.handle_command(v.key(session_id), body.text, body.author_id, author_name=body.author_name)
     return _jsonable(result.to_dict())  # type: ignore[no-any-return]
 
 

@@ -23,7 +23,7 @@ router = APIRouter(prefix="/v1")
 def cached_response(session_id: SessionId, body: s.CacheLookupIn, v: View) -> dict[str, Any]:
     """The answer cached for this (resolved) question from this model in this context, or null."""
     v.session(session_id)
-    hit = v.mem.cached_response(body.query, session_id, model=body.model, semantic=body.semantic,
+    hit = v.mem.cached_response(body.query, v.key(session_id), model=body.model, semantic=body.semantic,
                                 max_tokens=body.max_tokens, strategy=body.strategy)
     return {"hit": None if hit is None else hit.to_dict()}
 
@@ -35,7 +35,7 @@ def cache_response(session_id: SessionId, body: s.CacheStoreIn, v: View) -> dict
     message or note of the context is forgotten or superseded)."""
     v.session(session_id)
     entry = v.mem.cache_response(
-        body.query, body.response, session_id, model=body.model, ttl=body.ttl,
+        body.query, body.response, v.key(session_id), model=body.model, ttl=body.ttl,
         cost_seconds=body.cost_seconds, cost_tokens=body.cost_tokens, message_ids=body.message_ids,
         max_tokens=body.max_tokens, strategy=body.strategy,
     )
