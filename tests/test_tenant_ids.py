@@ -63,6 +63,17 @@ def test_two_tenants_use_the_same_session_id_over_rest(tmp_path: Path) -> None:
                 assert events and {e["session_id"] for e in events} == {SID}
                 assert {e["tenant_id"] for e in events} == {"acme" if mine == "aardvark" else "beta"}
                 assert SEPARATOR not in json.dumps(api.get(f"/v1/sessions/{SID}/turns", headers=h).json())
+                # the routes that call Memory themselves name the caller's session too
+                r = api.get(f"/v1/sessions/{SID}/facets", headers=h)
+                assert r.status_code == 200, r.text
+                r = api.post(f"/v1/sessions/{SID}/commands", json={"text": "hello there"}, headers=h)
+                assert r.status_code == 200 and r.json()["recognized"] is False
+                r = api.post(f"/v1/sessions/{SID}/response-cache",
+                             json={"query": "which ticket?", "response": f"the {mine} one", "model": "m"}, headers=h)
+                assert r.status_code == 201, r.text
+                r = api.post(f"/v1/sessions/{SID}/response-cache/lookup",
+                             json={"query": "which ticket?", "model": "m"}, headers=h)
+                assert r.json()["hit"]["response"] == f"the {mine} one"
 
             # acme forgets its support-42: beta's stays whole, and acme may use the id again
             assert api.delete(f"/v1/sessions/{SID}", headers=auth(acme)).json() == {"ok": True}
