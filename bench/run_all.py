@@ -40,6 +40,8 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
                    *(["--messages", "5000"] if quick else [])]),
         ("serve", ["bench", "serve", "--json", "--duration", "10" if quick else "60"]),
         ("events", ["bench", "events", "--json", *(["--events", "20", "--polls", "100"] if quick else [])]),
+        ("caches", ["bench", "caches", "--json", "--postgres",
+                    *(["--model-delay", "0", "--reads", "100"] if quick else ["--model-delay", "2.0"])]),
         ("erase", ["bench", "erase", "--json", *(["--messages", "5000", "--erases", "5"] if quick else [])]),
         ("eval_references", ["eval", "references", "--json"]),
         ("eval_topics", ["eval", "topics", "--json"]),
@@ -47,6 +49,7 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         ("eval_crosslingual", ["eval", "crosslingual", "--json"]),
         ("eval_recall", ["eval", "recall", "--json"]),
         ("eval_promises", ["eval", "promises", "--json"]),
+        ("eval_response_cache", ["eval", "response-cache", "--json"]),
     ]
 
 

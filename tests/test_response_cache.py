@@ -171,3 +171,19 @@ def test_over_rest_with_the_client_and_tenant_keys(tmp_path: Path) -> None:
         assert "memlane_response_cache_hits_total 1.0" in text
         assert "memlane_response_cache_lookups_total 2.0" in text
         assert "memlane_response_cache_saved_seconds_total 1.5" in text
+
+
+def test_an_uncalibrated_embedder_gets_exact_match_only(tmp_path: Path) -> None:
+    from memlane.context.answers import ResponseCache
+    from memlane.search.embedders import HashingEmbedder
+
+    with Memory(tmp_path / "m.db") as mem:
+        repository = mem.store.response_cache()
+        assert repository is not None
+        cache = ResponseCache(repository, mem.store, embedder=HashingEmbedder())
+        assert cache.thresholds == {}  # MiniLM's thresholds mean nothing for its cosines
+        sid = _session(mem)
+        packet = mem.context(sid, Q)
+        cache.store(Q, A, mem.get_session(sid), "m", packet)
+        assert cache.lookup(Q.upper(), mem.get_session(sid), "m", packet) is not None
+        assert cache.lookup(PARAPHRASE, mem.get_session(sid), "m", packet) is None

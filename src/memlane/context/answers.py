@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memlane.context.question_match import (
+    CALIBRATED_FOR,
     SEMANTIC_THRESHOLDS,
     question_key,
     same_language,
@@ -100,7 +101,10 @@ class ResponseCache:
         self.repository = repository
         self.log = log
         self.embedder = embedder
-        self.thresholds = dict(thresholds or SEMANTIC_THRESHOLDS)
+        if thresholds is None:
+            calibrated = embedder is not None and embedder.model_id.startswith(CALIBRATED_FOR)
+            thresholds = SEMANTIC_THRESHOLDS if calibrated else {}
+        self.thresholds = dict(thresholds)
         self.clock = clock
 
     # ------------------------------------------------------------ fingerprint
@@ -137,7 +141,7 @@ class ResponseCache:
         found.update(t for t, text in asks.items() if question_key(text) == wanted)
         found.update(m.id for m in messages if m.id is not None and not m.turn_id and m.role == "user"
                      and question_key(m.content) == wanted)
-        if others and self.embedder is not None:
+        if others and self.embedder is not None and self.thresholds:
             texts = [text for _, text in others if same_language(query, text)]
             if texts:
                 vectors = self.embedder.embed([query, *texts])
@@ -166,7 +170,7 @@ class ResponseCache:
         for entry in candidates:
             if entry.query_key == key:
                 return CacheHit(entry.response, "exact", 1.0, entry)
-        if not semantic or self.embedder is None:
+        if not semantic or self.embedder is None or not self.thresholds:
             return None
         comparable = [e for e in candidates if e.vector is not None and e.vector_model == self.embedder.model_id]
         if not comparable:

@@ -25,6 +25,7 @@ import unicodedata
 from memlane.language import STOPWORDS, Language, detect_language, words
 
 __all__ = [
+    "CALIBRATED_FOR",
     "SEMANTIC_THRESHOLDS",
     "minimal_pair",
     "normalize_question",
@@ -37,6 +38,10 @@ __all__ = [
 #: Cosine a paraphrase must reach, per language, for the default embedder (MiniLM):
 #: calibrated by ``memlane eval response-cache`` (tune split), see the module doc.
 SEMANTIC_THRESHOLDS: dict[str, float] = {"en": 0.78, "de": 0.97}
+#: The embedder those thresholds were calibrated for (its model id starts so); another
+#: embedder's cosines mean something else, so it gets exact match only unless thresholds
+#: calibrated for it are given.
+CALIBRATED_FOR = "all-MiniLM-L6-v2"
 
 _SPACE = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.!?¿¡…]+$")
@@ -84,7 +89,7 @@ def semantic_match(a: str, b: str, cosine: float, thresholds: dict[str, float] |
     language = same_language(a, b)
     if language is None:
         return False
-    threshold = (thresholds or SEMANTIC_THRESHOLDS).get(language)
+    threshold = (SEMANTIC_THRESHOLDS if thresholds is None else thresholds).get(language)
     if threshold is None or cosine < threshold:
         return False
     return specifics(a) == specifics(b) and not minimal_pair(a, b)
