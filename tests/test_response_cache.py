@@ -89,6 +89,9 @@ def test_ttl(mem: Memory) -> None:
     assert entry is not None
     now[0] = entry.entry.expires_at or 0.0
     assert mem.cached_response(Q, sid, model="m") is None
+    assert mem.stats()["response_cache"]["entries"] == 1  # expired, still on disk...
+    mem.cache_response("Another question?", A, sid, model="m", ttl=60)
+    assert mem.stats()["response_cache"]["entries"] == 1  # ...until the scope's next answer comes
     with pytest.raises(InvalidInputError, match="ttl"):
         mem.cache_response(Q, A, sid, model="m", ttl=0)
     with pytest.raises(InvalidInputError, match="model"):

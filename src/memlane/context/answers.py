@@ -222,6 +222,8 @@ class ResponseCache:
             vector_model=self.embedder.model_id if self.embedder is not None else None,
             cost_seconds=cost_seconds, cost_tokens=cost_tokens,
         )
+        # Answers of this scope past their TTL leave the database as new ones come in.
+        self.repository.delete_responses(tenant_id=tenant, scope=scope, expired_at=now)
         return self.repository.put_response(entry, [*fp.message_ids, *message_ids], fp.note_ids)
 
     def stats(self, tenant_id: str | None = None) -> dict[str, Any]:
