@@ -101,6 +101,9 @@ def _error(response: httpx.Response) -> Exception:
         return ServerError(response.status_code, "http_error", response.text[:500] or response.reason_phrase)
     if type_ == "session_not_found":
         return errors.SessionNotFoundError(str(err.get("session_id", "")))
+    if type_ == "note_superseded":
+        successor = err.get("superseded_by")
+        return errors.NoteSupersededError(int(err.get("note_id") or 0), int(successor) if successor else None)
     simple: dict[str, type[errors.MemlaneError]] = {
         "not_found": errors.NotFoundError,
         "conflict": errors.ConflictError,

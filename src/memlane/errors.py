@@ -9,6 +9,8 @@ The tree (``except`` a parent catches its children)::
     ├── NotFoundError (LookupError)
     │   └── SessionNotFoundError
     ├── ConflictError
+    │   ├── SessionExistsError
+    │   └── NoteSupersededError
     ├── CorruptRecordError
     ├── StorageError
     │   └── EmbedderError
@@ -60,6 +62,25 @@ class SessionExistsError(ConflictError):
             f"session {session_id!r} already exists; import with on_conflict='skip', 'replace' or 'new'"
         )
         self.session_id = session_id
+
+
+class NoteSupersededError(ConflictError):
+    """A correction (or other replacement) targeted a note version that is no longer current.
+
+    Raised when the version was already replaced before the call, and also when another
+    writer replaced it at the same moment: the store closes the old version only if it is
+    still current, in the same transaction that writes the new one, so of two simultaneous
+    corrections exactly one wins and the other gets this error (nothing is written for it).
+    """
+
+    def __init__(self, note_id: int, successor: int | None) -> None:
+        by = f" by note {successor}" if successor else ""
+        super().__init__(
+            f"note {note_id} was already superseded{by}: correct the current version "
+            f"(its history lists every version)"
+        )
+        self.note_id = note_id
+        self.successor = successor
 
 
 class CorruptRecordError(MemlaneError):

@@ -382,9 +382,11 @@ class NoteRepository(Protocol):
     """Durable notes and their companions. Every write is one transaction."""
 
     # notes
-    def add_note(self, note: Note, *, supersede: Sequence[int] = ()) -> Note | None:
+    def add_note(self, note: Note, *, supersede: Sequence[int] = (), only_current: bool = False) -> Note | None:
         """Insert ``note`` (closing the ``supersede`` versions at its valid_from, in its
-        lineage); None when one of its source messages no longer exists."""
+        lineage); None when one of its source messages no longer exists. With
+        ``only_current`` the whole write is refused (``NoteSupersededError``) when one of
+        the ``supersede`` versions is no longer current, checked in the same transaction."""
         ...
 
     def merge_note(self, note_id: int, source_ids: Sequence[int], session_id: str,

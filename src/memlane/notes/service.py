@@ -15,7 +15,13 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memlane.errors import ConflictError, InvalidInputError, MemlaneError, NotFoundError, SessionNotFoundError
+from memlane.errors import (
+    InvalidInputError,
+    MemlaneError,
+    NoteSupersededError,
+    NotFoundError,
+    SessionNotFoundError,
+)
 from memlane.lru import LRUCache
 from memlane.models import check_json, utcnow
 from memlane.notes.gate import PromotionGate
@@ -283,10 +289,7 @@ class NotesService:
             raise InvalidInputError("a corrected note needs non-empty text")
         old = self.get(note_id)
         if not old.current:
-            successor = f" by note {old.superseded_by}" if old.superseded_by else ""
-            raise ConflictError(
-                f"note {note_id} was already superseded{successor}: correct the current version"
-            )
+            raise NoteSupersededError(note_id, old.superseded_by)
         if value is None:
             value = text.strip() if old.value in (None, old.text) else old.value
         meta = {k: v for k, v in old.metadata.items() if k not in ("correction",)}
@@ -296,7 +299,7 @@ class NotesService:
             supersedes=None, superseded_by=None, seen_count=1, origin="api", metadata=check_json(meta, "metadata"),
             created_at=utcnow(), updated_at=utcnow(), source_ids=list(old.source_ids),
         )
-        stored = self.store.add_note(new, supersede=[note_id])
+        stored = self.store.add_note(new, supersede=[note_id], only_current=True)
         if stored is None:
             raise NotFoundError(f"note {note_id} could not be corrected: its source messages were forgotten")
         return stored

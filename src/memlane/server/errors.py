@@ -44,6 +44,7 @@ STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
     (MissingFeatureError, 501, "not_implemented"),
     (errors.SessionNotFoundError, 404, "session_not_found"),
     (errors.NotFoundError, 404, "not_found"),
+    (errors.NoteSupersededError, 409, "note_superseded"),
     (errors.ConflictError, 409, "conflict"),
     (errors.PermissionDeniedError, 403, "permission_denied"),
     (errors.MissingExtraError, 501, "missing_extra"),
@@ -107,6 +108,8 @@ def install(app: FastAPI) -> None:
         extra: dict[str, Any] = {}
         if isinstance(exc, errors.SessionNotFoundError):
             extra["session_id"] = exc.session_id
+        if isinstance(exc, errors.NoteSupersededError):
+            extra.update(note_id=exc.note_id, superseded_by=exc.successor)
         return error_response(status, type_, str(exc), **extra)
 
     async def on_api(request: Request, exc: Exception) -> JSONResponse:

@@ -21,7 +21,9 @@ NoteId = Annotated[int, Path(ge=1, le=2**62)]
 
 @router.patch("/notes/{note_id}", tags=["notes"],
               responses={404: {"description": "Unknown note (or one of another tenant)"},
-                         409: {"description": "The note was already superseded: correct the current version"},
+                         409: {"description": "The note was already superseded (before this request or by a "
+                                     "simultaneous correction): error type note_superseded, with "
+                                     "note_id and superseded_by; correct the current version"},
                          422: _ERRORS[422]})
 def correct_note(note_id: NoteId, body: s.NoteCorrectionIn, v: View) -> Any:
     """Correct a current note: a new version supersedes it (audited; the history says why)."""

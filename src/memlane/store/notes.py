@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from memlane.errors import CorruptRecordError, NotFoundError, SessionNotFoundError
+from memlane.errors import CorruptRecordError, NoteSupersededError, NotFoundError, SessionNotFoundError
 from memlane.models import utcnow
 from memlane.notes.models import AuditEntry, Facet, Note
 from memlane.ports import NoteFilter
@@ -186,7 +186,7 @@ class SqlNoteRepository:
                 (note_id, mid, session_id),
             )
 
-    def add_note(self, note: Note, *, supersede: Sequence[int] = ()) -> Note | None:
+    def add_note(self, note: Note, *, supersede: Sequence[int] = (), only_current: bool = False) -> Note | None:
         m = self._m
         d = self._d
         start = d.base.time(note.valid_from)
@@ -218,11 +218,17 @@ class SqlNoteRepository:
             if lineage is None:
                 conn.execute(f"UPDATE notes SET lineage_id = id WHERE id = {m}", (new_id,))
             for old_id in supersede:
-                conn.execute(
+                # compare-and-set: closes the old version only while it is still current. On
+                # PostgreSQL a second writer blocks on the row lock and then re-reads the row
+                # (0 rows); SQLite runs writers one at a time. Raising rolls back the insert.
+                closed = conn.execute(
                     f"UPDATE notes SET valid_to = {m}, superseded_by = {m}, updated_at = {m} "
                     f"WHERE id = {m} AND valid_to IS NULL",
                     (start, new_id, now, old_id),
-                )
+                ).rowcount
+                if only_current and closed == 0:
+                    row = conn.execute(f"SELECT superseded_by FROM notes WHERE id = {m}", (old_id,)).fetchone()
+                    raise NoteSupersededError(old_id, None if row is None or row[0] is None else int(row[0]))
             self._add_sources(conn, new_id, note.source_ids, note.session_id or "")
             return self._get(conn, new_id)
 
