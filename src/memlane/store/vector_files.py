@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import mmap
 import os
 import shutil
 from collections.abc import Iterator, Sequence
@@ -222,10 +221,6 @@ class VectorFiles:
             return None
         if any(len(a) != meta["rows"] for a in arrays.values()):
             return None
-        for name in ("data", "ids", "seqs"):
-            _random_access(arrays[name])
-        _random_access(by_id_rows)
-        _random_access(by_id)
         segment = Segment(arrays["ids"], arrays["seqs"], arrays["sess"], arrays["data"], arrays["codes"],
                           arrays["scales"])
         sessions = Sessions(raw["ids"], raw["users"], raw["agents"], raw["tenants"], base=len(raw["ids"]))
@@ -263,15 +258,6 @@ class VectorFiles:
         if meta is not None and applied > int(meta["applied"]):
             meta["applied"] = applied
             self.publish(meta)
-
-
-def _random_access(array: NDArray[Any]) -> None:
-    """Tell the kernel this mapping is read row by row, not in runs: without it every
-    re-scored row pulls in the pages around it (read-around), and after a few hundred
-    searches the whole float32 file sits in the process's RSS (1.8 GB at 1M rows)."""
-    handle = getattr(array, "_mmap", None)
-    if handle is not None and hasattr(mmap, "MADV_RANDOM"):
-        handle.madvise(mmap.MADV_RANDOM)
 
 
 def _erase_in(d: Path, entries: Sequence[tuple[int, int, int]]) -> int:
