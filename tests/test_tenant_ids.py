@@ -90,7 +90,8 @@ def test_two_tenants_use_the_same_session_id_over_rest(tmp_path: Path) -> None:
 
 
 def test_a_key_cannot_reach_another_tenants_session_by_its_key(tmp_path: Path) -> None:
-    """The stored key of another tenant's session cannot be sent: ids are printable, keys are not."""
+    """The stored key of another tenant's session names nothing for a key: ids in bodies are
+    printable (keys are not), and a key in the path is read inside the caller's tenant."""
     with Memory(tmp_path / "m.db", embedder="none") as mem:
         acme, beta = new_key(mem, "acme"), new_key(mem, "beta")
         with client_for(mem, keys=key_store_for(mem.store), require_auth=True) as api:
@@ -98,12 +99,24 @@ def test_a_key_cannot_reach_another_tenants_session_by_its_key(tmp_path: Path) -
                             headers=auth(acme)).status_code == 201
             stolen = session_key("acme", SID)
             r = api.get(f"/v1/sessions/{quote(stolen)}/messages", headers=auth(beta))
-            assert r.status_code == 422, r.text
+            assert r.status_code == 404, r.text  # beta's key for it is beta+acme+id: nothing
             r = api.post("/v1/search", json={"query": "acme", "session_id": stolen}, headers=auth(beta))
             assert r.status_code == 422
             r = api.post("/v1/sessions", json={"session_id": f"acme{SEPARATOR}{SID}"}, headers=auth(beta))
             assert r.status_code == 422
         assert [m.content for m in mem.load_session(stolen)] == ["acme only"]
+
+
+def test_a_server_without_keys_addresses_every_tenants_session_by_its_key(tmp_path: Path) -> None:
+    """The local admin (no keys) sees every tenant's sessions, listed by key, and can open them."""
+    with Memory(tmp_path / "m.db", embedder="none") as mem, client_for(mem) as api:
+        key = mem.create_session(session_id=SID, tenant_id="acme")
+        mem.add(key, "acme's words")
+        listed = [x["id"] for x in api.get("/v1/sessions").json()["sessions"]]
+        assert listed == [key]
+        r = api.get(f"/v1/sessions/{quote(key)}/messages")
+        assert r.status_code == 200 and [m["content"] for m in r.json()["messages"]] == ["acme's words"]
+        assert api.get(f"/v1/sessions/{quote(SEPARATOR + SID)}").status_code == 422  # no tenant: no key
 
 
 def test_the_library_names_a_tenants_session_by_its_key(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ async def view(request: Request) -> TenantView:  # async: no I/O, so no thread-p
 
 
 View = Annotated[TenantView, Depends(view)]
-SessionId = Annotated[str, Path(min_length=1, max_length=s.MAX_ID), AfterValidator(s._ident)]
+SessionId = Annotated[str, Path(min_length=1, max_length=s.MAX_ID), AfterValidator(s._session_ident)]
 MessageId = Annotated[int, Path(ge=1, le=2**62)]
 OptIdent = Annotated[str | None, Query(min_length=1, max_length=s.MAX_ID), AfterValidator(
     lambda v: None if v is None else s._ident(v))]

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from memlane.scoping import SEPARATOR
 from memlane.validation import (
     check_identifier,
     check_max_tokens,
@@ -44,6 +45,18 @@ def _storable(value: str) -> str:
 
 def _ident(value: str) -> str:
     return check_identifier(value, "the id")
+
+
+def _session_ident(value: str) -> str:
+    """A session id, or a session's key (``tenant<US>id``, memlane.scoping) as a server
+    without keys lists another tenant's sessions; with a key, a key of another tenant's
+    session names nothing (TenantView.key puts the caller's tenant in front of it)."""
+    tenant, sep, rest = value.partition(SEPARATOR)
+    if sep:
+        check_identifier(tenant, "the id's tenant")
+        check_identifier(rest, "the id")
+        return value
+    return _ident(value)
 
 
 def _object(value: Any) -> Any:
