@@ -1,4 +1,5 @@
-"""What the inspector's pictures show: a session's timeline and memory-wide figures.
+"""What the inspector's pictures show: a session's timeline, memory-wide figures, and
+the language facets (which languages the messages are in, per session and per message).
 
 Both are read from what memlane already keeps: per-day counts from the log (one grouped
 query, store/activity.py), the summary record (which messages its blocks cover), the
@@ -105,4 +106,41 @@ def overview(v: TenantView) -> dict[str, Any]:
         "tenant_id": tenant, "figures": figures, "backlog_cap": BACKLOG_CAP,
         "messages_per_day": _days(messages),
         "sessions_per_day": [{"day": d.isoformat(), "sessions": n} for d, n in sessions],
+    }
+
+
+def _lang_counts(rows: list[tuple[str, str | None, int]]) -> list[dict[str, Any]]:
+    """Per language (None: never judged): messages and sessions, most messages first."""
+    messages: dict[str | None, int] = defaultdict(int)
+    sessions: dict[str | None, set[str]] = defaultdict(set)
+    for sid, lang, n in rows:
+        messages[lang] += n
+        sessions[lang].add(sid)
+    return [{"lang": lang, "messages": n, "sessions": len(sessions[lang])}
+            for lang, n in sorted(messages.items(), key=lambda kv: (-kv[1], kv[0] or ""))]
+
+
+def languages(v: TenantView, *, user_id: str | None = None) -> dict[str, Any]:
+    """The languages of the caller's messages (optionally one person's): overall and per session."""
+    rows = _activity(v).messages_per_language(
+        MessageFilter(tenant_id=v.caller.tenant, user_id=user_id, include_hidden=True)
+    )
+    per_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for sid, lang, n in rows:
+        per_session[sid].append({"lang": lang, "messages": n})
+    return {
+        "user_id": user_id, "languages": _lang_counts(rows),
+        "sessions": [{"session_id": sid, "languages": sorted(langs, key=lambda x: -int(x["messages"]))}
+                     for sid, langs in sorted(per_session.items())],
+    }
+
+
+def session_languages(v: TenantView, session: Session) -> dict[str, Any]:
+    """One session's languages, and each message's (for the transcript's language facet)."""
+    store = _activity(v)
+    rows = store.messages_per_language(MessageFilter(session_id=session.id, include_hidden=True))
+    return {
+        "session_id": session.id,
+        "languages": [{"lang": x["lang"], "messages": x["messages"]} for x in _lang_counts(rows)],
+        "messages": [{"id": mid, "lang": lang} for mid, lang in store.message_languages(session.id)],
     }

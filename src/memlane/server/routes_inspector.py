@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from memlane.server import schemas as s
-from memlane.server.inspector import overview, session_timeline
+from memlane.server.inspector import languages, overview, session_languages, session_timeline
 from memlane.server.routes import _ERRORS, SessionId, View, _jsonable
 
 router = APIRouter(prefix="/v1")
@@ -43,3 +43,20 @@ def memory_overview(v: View) -> dict[str, Any]:
     """The caller's memory in figures (sessions, messages, notes; for the admin also the
     embedding backlog and database size) and per-day series."""
     return overview(v)
+
+
+@router.get("/languages", response_model=s.LanguagesOut, tags=["inspector"])
+def message_languages(
+    v: View,
+    user_id: Annotated[str | None, Query(max_length=200, description="Only this person's sessions.")] = None,
+) -> dict[str, Any]:
+    """Which languages the caller's messages are in (as judged when each was written):
+    messages and sessions per language, and each session's languages (the language facets)."""
+    return languages(v, user_id=user_id)
+
+
+@router.get("/sessions/{session_id}/languages", response_model=s.SessionLanguagesOut, tags=["inspector"],
+            responses=_ERRORS)
+def session_message_languages(session_id: SessionId, v: View) -> dict[str, Any]:
+    """A session's languages with their message counts, and each message's language."""
+    return session_languages(v, v.session(session_id))

@@ -237,6 +237,35 @@ class TimelineOut(BaseModel):
                                    "readable, written_at, reason, last_message_id and its position.")
 
 
+class LangCount(BaseModel):
+    lang: str | None = Field(..., description="ISO 639-1 code ('de', 'en') the message was judged to be in "
+                             "when written; null for messages never judged (`memlane reindex` judges them).")
+    messages: int
+    sessions: int | None = Field(None, description="Sessions with messages in this language (memory-wide only).")
+
+
+class SessionLangs(BaseModel):
+    session_id: str
+    languages: list[LangCount]
+
+
+class LanguagesOut(BaseModel):
+    user_id: str | None = Field(..., description="The person asked about, or null for everyone the caller sees.")
+    languages: list[LangCount] = Field(..., description="Per language, most messages first.")
+    sessions: list[SessionLangs] = Field(..., description="Each session's languages, most messages first.")
+
+
+class MessageLang(BaseModel):
+    id: int
+    lang: str | None
+
+
+class SessionLanguagesOut(BaseModel):
+    session_id: str
+    languages: list[LangCount]
+    messages: list[MessageLang] = Field(..., description="Each message's language, in log order.")
+
+
 class OverviewOut(BaseModel):
     tenant_id: str | None
     figures: JsonObject = Field(..., description="sessions, messages, notes, notes_superseded, index_backlog and "

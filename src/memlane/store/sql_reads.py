@@ -132,6 +132,24 @@ class SqlReads:
         rows = self.read(f"SELECT {day} AS day, count(*) FROM sessions {where} GROUP BY {day} ORDER BY 1", params)
         return [(_EPOCH + timedelta(days=int(r[0])), int(r[1])) for r in rows]
 
+    # ------------------------------------------------------------ languages (activity.py)
+
+    def messages_per_language(self, flt: MessageFilter) -> list[tuple[str, str | None, int]]:
+        d = self._dialect
+        where, params = filters.message_where(d, flt)
+        rows = self.read(
+            "SELECT m.session_id, m.lang, count(*) FROM messages m JOIN sessions s ON s.id = m.session_id "
+            f"WHERE 1 = 1 {where} GROUP BY m.session_id, m.lang ORDER BY 1, 2",
+            params,
+        )
+        return [(str(r[0]), None if r[1] is None else str(r[1]), int(r[2])) for r in rows]
+
+    def message_languages(self, session_id: str) -> list[tuple[int, str | None]]:
+        rows = self.read(
+            f"SELECT id, lang FROM messages WHERE session_id = {self._dialect.mark} ORDER BY id", (session_id,)
+        )
+        return [(int(r[0]), None if r[1] is None else str(r[1])) for r in rows]
+
     def count_messages(self, session_id: str | None = None) -> int:
         if session_id is None:
             return int(self.read("SELECT count(*) FROM messages")[0][0])

@@ -9,7 +9,7 @@ const SECTION_COLORS = {
 const STRATEGIES = ["hybrid", "simple", "summary", "tiered"];
 
 const state = { sessions: [], selected: null, tab: "transcript", features: {}, highlight: null, contextTicket: 0,
-  noteKind: "", msgFilter: null };
+  noteKind: "", msgFilter: null, sessionLangs: new Map() };
 
 // ------------------------------------------------------------------ helpers
 
@@ -99,7 +99,11 @@ async function loadSessions() {
   const status = document.getElementById("status-filter").value;
   const query = status ? `?limit=1000&status=${enc(status)}` : "?limit=1000";
   try {
-    state.sessions = (await api("GET", `/v1/sessions${query}`)).sessions;
+    const [listed, langs] = await Promise.all([api("GET", `/v1/sessions${query}`),
+      api("GET", "/v1/languages").catch(() => ({ sessions: [] }))]);
+    state.sessions = listed.sessions;
+    // each session's languages (messages.lang, judged when each message was written)
+    state.sessionLangs = new Map(langs.sessions.map((x) => [x.session_id, new Set(x.languages.map((l) => langKey(l.lang)))]));
   } catch (error) {
     state.sessions = [];
     document.getElementById("sessions").replaceChildren(el("li", { class: "session-item muted", text: error.message }));
@@ -114,11 +118,13 @@ function renderSessions() {
   renderFacetOptions();
   const user = document.getElementById("user-filter").value;
   const agent = document.getElementById("agent-filter").value;
+  const lang = document.getElementById("lang-filter").value;
   const days = Number(document.getElementById("active-filter").value);
   const since = days ? Date.now() - days * 86400e3 : 0;
   let rows = state.sessions.filter((s) => (!needle || [s.id, s.display_title, s.user_id, s.agent_id, s.tenant_id]
     .some((v) => v && String(v).toLowerCase().includes(needle)))
     && (!user || s.user_id === user) && (!agent || s.agent_id === agent)
+    && (!lang || (state.sessionLangs.get(s.id) || new Set()).has(lang))
     && (!since || new Date(s.last_active_at).getTime() >= since));
   const activity = (s) => new Date(s.last_active_at).getTime();
   const sorters = {
@@ -151,18 +157,26 @@ function renderSessions() {
   }
 }
 
-// Facets of the session list: each person and agent that has sessions, with how many.
+// A language code as a facet value ("" is never judged) and its label.
+const LANG_NAMES = { de: "German", en: "English", unknown: "not judged" };
+const langKey = (lang) => lang || "unknown";
+const langName = (key) => LANG_NAMES[key] || key;
+
+// Facets of the session list: each person, agent and language that has sessions, with how many.
 function renderFacetOptions() {
-  for (const [id, field, any] of [["user-filter", "user_id", "any person"], ["agent-filter", "agent_id", "any agent"]]) {
+  const facets = [["user-filter", (x) => (x.user_id ? [x.user_id] : []), "any person", String],
+    ["agent-filter", (x) => (x.agent_id ? [x.agent_id] : []), "any agent", String],
+    ["lang-filter", (x) => [...(state.sessionLangs.get(x.id) || [])], "any language", langName]];
+  for (const [id, valuesOf, any, label] of facets) {
     const select = document.getElementById(id);
     const counts = new Map();
-    for (const x of state.sessions) if (x[field]) counts.set(x[field], (counts.get(x[field]) || 0) + 1);
+    for (const x of state.sessions) for (const v of valuesOf(x)) counts.set(v, (counts.get(v) || 0) + 1);
     const keep = select.value;
     const values = [...counts.keys()].sort();
     const signature = values.map((v) => `${v}:${counts.get(v)}`).join("|");
     if (select.dataset.signature !== signature) {
       select.replaceChildren(el("option", { value: "", text: any }),
-        ...values.map((v) => el("option", { value: v, text: `${v} (${counts.get(v)})` })));
+        ...values.map((v) => el("option", { value: v, text: `${label(v)} (${counts.get(v)})` })));
       select.dataset.signature = signature;
     }
     select.value = counts.has(keep) ? keep : "";
@@ -229,6 +243,7 @@ function messageNode(m, actions) {
   return el("div", {
     class: `msg ${m.role}${m.hidden ? " hidden" : ""}${state.highlight === m.id ? " highlight" : ""}`,
     id: `msg-${m.id}`, "data-role": m.role, "data-turn": m.turn_id || "", "data-author": author || "",
+    "data-lang": m.lang ? langKey(m.lang) : null,
   },
   el("div", { class: "msg-head" },
     el("span", { class: "role", text: m.role }),
@@ -251,17 +266,20 @@ function messageNode(m, actions) {
 
 async function renderTranscript(body, session) {
   body.replaceChildren(el("p", { class: "muted", text: "loading…" }));
-  let messages, turns;
+  let messages, turns, langs;
   try {
-    [messages, turns] = await Promise.all([
+    [messages, turns, langs] = await Promise.all([
       api("GET", `/v1/sessions/${enc(session.id)}/messages?include_hidden=true`),
       api("GET", `/v1/sessions/${enc(session.id)}/turns?limit=1000`),
+      api("GET", `/v1/sessions/${enc(session.id)}/languages`).catch(() => ({ messages: [] })),
     ]);
   } catch (error) {
     showError(body, error);
     return;
   }
   const turnInfo = new Map(turns.turns.map((t, i) => [t.turn_id, { ...t, n: i + 1 }]));
+  const langOf = new Map(langs.messages.map((x) => [x.id, langKey(x.lang)]));
+  for (const m of messages.messages) m.lang = langOf.get(m.id);
   const nodes = [];
   if (session.system_prompt) {
     nodes.push(el("div", { class: "msg system" }, el("div", { class: "msg-head" },
@@ -291,7 +309,7 @@ async function renderTranscript(body, session) {
   }
 }
 
-// Facets of a transcript: who spoke and in which role; a click shows only those messages.
+// Facets of a transcript: who spoke, in which role and language; a click shows only those messages.
 function transcriptFacets(messages) {
   const count = (key) => {
     const found = new Map();
@@ -300,19 +318,22 @@ function transcriptFacets(messages) {
   };
   const roles = count((m) => m.role);
   const authors = count((m) => m.author_name || m.author_id);
+  const langs = count((m) => m.lang);
   const chip = (facet, value, label) => el("button", { type: "button", class: "chip", "data-facet": facet,
     "data-value": value, text: label, onclick: () => { state.msgFilter = facet ? { facet, value } : null; applyMessageFilter(); } });
   return el("div", { id: "transcript-facets", class: "chips" },
     chip("", "", `all ${messages.length}`),
     roles.map(([v, n]) => chip("role", v, `${v} ${n}`)),
-    authors.length > 1 ? authors.map(([v, n]) => chip("author", v, `${v} ${n}`)) : null);
+    authors.length > 1 ? authors.map(([v, n]) => chip("author", v, `${v} ${n}`)) : null,
+    langs.map(([v, n]) => chip("lang", v, `${langName(v)} ${n}`)));
 }
 
 function applyMessageFilter() {
   const f = state.msgFilter;
   for (const node of document.querySelectorAll("#transcript .msg")) {
     // the system prompt (no role of a message) shows only when nothing is filtered
-    const value = f && node.dataset.role && (f.facet === "role" ? node.dataset.role : node.dataset.author || "");
+    const value = f && node.dataset.role
+      && (f.facet === "role" ? node.dataset.role : f.facet === "lang" ? node.dataset.lang || "" : node.dataset.author || "");
     node.classList.toggle("filtered", Boolean(f) && value !== f.value);
   }
   for (const chip of document.querySelectorAll("#transcript-facets .chip")) {
@@ -1166,7 +1187,7 @@ async function main() {
     localStorage.removeItem("memlane.key");
     document.getElementById("key-input").value = "";
   });
-  for (const id of ["user-filter", "agent-filter", "active-filter"]) {
+  for (const id of ["user-filter", "agent-filter", "lang-filter", "active-filter"]) {
     document.getElementById(id).addEventListener("change", renderSessions);
   }
   window.addEventListener("hashchange", route);
