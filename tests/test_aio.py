@@ -19,7 +19,9 @@ SYNC_ONLY = {"add_observer", "add_closer", "from_url", "in_memory", "sessions", 
              # an iterator that may block while it follows; async callers use GET /v1/events
              "events",
              # the event bus and shared cache objects, and callbacks on a thread of their own
-             "bus", "hot_cache", "subscribe"}
+             "bus", "hot_cache", "subscribe",
+             # the deprecated view of mem.parts, kept only for old sync callers
+             "extensions"}
 
 
 async def script(mem: Any) -> dict[str, Any]:

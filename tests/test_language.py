@@ -52,6 +52,28 @@ def test_snowball_stems_in_both_languages() -> None:
     assert stems("Die Datenbanken sichern") == ["datenbank", "sich"]
 
 
+def test_stemming_from_many_threads_matches_one_thread() -> None:
+    """Stemmer objects are not thread-safe (the pure-Python one raised IndexError under
+    concurrent keyword searches): every thread stems with its own and gets the same stems."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memlane import language
+
+    vocabulary = [f"{base}{ending}" for base in ("datenbank", "connect", "häus", "laufen", "walk", "sicher")
+                  for ending in ("", "en", "ing", "ed", "ungen", "er", "s", "lich")]
+    expected = {(w, lng): language.stem.__wrapped__(w, lng) for w in vocabulary for lng in ("en", "de")}
+
+    def stem_all(_: int) -> tuple[int, dict[tuple[str, str], str]]:
+        got = {(w, lng): language.stem.__wrapped__(w, lng) for _ in range(20) for w in vocabulary for lng in ("en", "de")}
+        return id(language._stemmer("de")), got
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(stem_all, range(8)))
+    assert all(got == expected for _, got in results)
+    # each worker thread stemmed with a stemmer of its own, not the main thread's
+    assert id(language._stemmer("de")) not in {owner for owner, _ in results}
+
+
 def test_sentences_by_pysbd_keep_abbreviations_files_and_code() -> None:
     text = "Führe `sudo apt update` aus, z.B. mit sudo. Datei a.txt ist 1.5 MB groß. Fertig!"
     assert sentences(text, "de") == [

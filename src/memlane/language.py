@@ -276,16 +276,21 @@ def detect_language(text: str, default: Language = "en") -> Language:
 
 # ----------------------------------------------------------------- stemming
 
-_stemmers: dict[str, Any] = {}
+# A stemmer object keeps per-call buffers (and PyStemmer a cache) and is not thread-safe:
+# search threads, the indexer and SQLite's memlane_stems() callback each get their own.
+_stemmers = threading.local()
 _ALGORITHM = {"en": "english", "de": "german"}
 
 
 def _stemmer(language: Language) -> Any:
-    stemmer = _stemmers.get(language)
+    mine: dict[str, Any] | None = getattr(_stemmers, "by_language", None)
+    if mine is None:
+        mine = _stemmers.by_language = {}
+    stemmer = mine.get(language)
     if stemmer is None:
         import snowballstemmer  # PyStemmer's C stemmers when installed (a dependency), else pure Python
 
-        stemmer = _stemmers.setdefault(language, snowballstemmer.stemmer(_ALGORITHM[language]))
+        stemmer = mine[language] = snowballstemmer.stemmer(_ALGORITHM[language])
     return stemmer
 
 
