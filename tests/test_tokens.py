@@ -449,3 +449,18 @@ def test_corrupt_data_fails_loudly() -> None:
     for name in ("o200k_base", "cl100k_base"):
         with pytest.raises(MemlaneError, match=f"does not match OpenAI's published {name}"):
             tokens._check_canonical(name, b"YQ== 0\n", source, "some-dist")
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_long_text_truncates_from_a_prefix_and_bounds_its_count(name: str) -> None:
+    # truncate encodes only a prefix of a long text, growing it until it holds more tokens
+    # than the budget; the cut must still be the longest prefix that fits.
+    counter = get_counter(name)
+    assert isinstance(counter, TiktokenCounter)
+    for text in ("y" * 50_000, TRUNCATE_TEXT * 40, "€" * 9_000 + "abc " * 2_000):
+        assert counter.min_tokens(text) <= counter.count(text)
+        for budget in (1, 37, 500, 3_000):
+            cut = counter.truncate(text, budget)
+            assert text.startswith(cut) and cut != text
+            assert counter.count(cut) <= budget < counter.count(text[: len(cut) + 1])
+    assert counter.min_tokens("") == 0

@@ -256,15 +256,15 @@ def detect_language(text: str, default: Language = "en") -> Language:
     Short replies ("ok", "2", "`ls -la`") carry no language, so the caller passes what
     the conversation used so far as ``default``. German letters (ä ö ü ß) settle a close call.
     """
-    if len([w for w in words(text) if not w.isdigit()]) == 0:
+    found = words(text)  # once: a message may be megabytes
+    if all(w.isdigit() for w in found):
         return default
     label, prob = language_scores(text.strip()[:2000])
     # Two words ("ok, los") are thin evidence for character n-grams: the conversation's
     # language stands unless the model is sure.
-    if prob >= (MIN_CONFIDENCE if len(words(text)) > 2 else MIN_CONFIDENCE_SHORT):
+    if prob >= (MIN_CONFIDENCE if len(found) > 2 else MIN_CONFIDENCE_SHORT):
         return label
     # Too short for character n-grams ("it", "yes"): function words of one language decide.
-    found = words(text)
     en = sum(1 for w in found if w in _EN_ONLY)
     de = sum(1 for w in found if w in _DE_ONLY)
     if _DE_LETTERS.search(text):

@@ -100,6 +100,8 @@ class _StaleTarget(Exception):
 
 #: How often auto_prune_days is applied again while a memory stays open.
 _PRUNE_EVERY_S = 86_400.0
+#: Longer messages are not token-counted when written (see _cached_count).
+_COUNT_AT_WRITE_BELOW = 1_000_000
 
 #: Derived record naming the encoding that made a session's cached token counts.
 TOKEN_ENCODING_KIND = "token_encoding"
@@ -661,7 +663,10 @@ class Memory:
         """The token count to cache with a new message, or None (readers count it then)
         when the vocabulary is not loaded yet: a write never waits for it to load."""
         counter = target.counter
-        return counter.count_message(msg) if counts_cheaply(counter) else None
+        # Nor for a message of megabytes: its exact count can take seconds (one long run
+        # of letters is superlinear to encode), and a window sizes it by a bound instead.
+        cheap = counts_cheaply(counter) and len(msg.content) <= _COUNT_AT_WRITE_BELOW
+        return counter.count_message(msg) if cheap else None
 
     def _append(
         self, target: _Target, messages: list[Message], turn: TurnRecord | None

@@ -344,6 +344,7 @@ class TiktokenCounter(_ChatAccounting):
         self.name = encoding_name
         self._encoding: tiktoken.Encoding | None = None
         self._roles: dict[str, int] = {}
+        self._longest_token: int | None = None
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.name!r})"
@@ -380,6 +381,26 @@ class TiktokenCounter(_ChatAccounting):
                 self._roles[role] = cost
         return cost
 
+    def min_tokens(self, text: str) -> int:
+        """A lower bound of ``count(text)`` without encoding it: no token spans more bytes
+        than the vocabulary's longest, and a character is at least one byte. Encoding one
+        long run of letters costs far more than linear time (10 MB of "y": ~30 s)."""
+        longest = self._longest_token
+        if longest is None:
+            longest = self._longest_token = max(len(b) for b in self.encoding.token_byte_values())
+        return -(-len(text) // longest)
+
+    def _head_tokens(self, text: str, max_tokens: int) -> tuple[list[int], bool]:
+        """Tokens of a prefix of ``text`` holding more than ``max_tokens`` of them (or of the
+        whole text: then True). The cut needs only those, so a huge text is not encoded whole."""
+        size = 8 * (max_tokens + 1) + 64
+        while True:
+            whole = size >= len(text)
+            tokens = self.encoding.encode_ordinary(text if whole else text[:size])
+            if whole or len(tokens) > max_tokens:
+                return tokens, whole
+            size *= 4
+
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` counting at most ``max_tokens`` tokens.
 
@@ -392,8 +413,8 @@ class TiktokenCounter(_ChatAccounting):
         if max_tokens <= 0 or not text:
             return ""
         enc = self.encoding
-        tokens = enc.encode_ordinary(text)
-        if len(tokens) <= max_tokens:
+        tokens, whole = self._head_tokens(text, max_tokens)
+        if whole and len(tokens) <= max_tokens:
             return text
         keep = max_tokens
         while keep > 0:
@@ -455,6 +476,12 @@ class HeuristicCounter(_ChatAccounting):
             else:
                 hi = mid
         return text[:lo]
+
+
+def min_tokens(counter: TokenCounter, text: str) -> int:
+    """A lower bound of ``counter.count(text)``, cheap even for a text of megabytes (an
+    exact count of such a text can take seconds); 0 for counters that offer none."""
+    return counter.min_tokens(text) if isinstance(counter, TiktokenCounter) else 0
 
 
 def counts_cheaply(counter: TokenCounter) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from memlane.errors import CorruptRecordError
 from memlane.models import Message
 from memlane.store.base import Store
-from memlane.tokens import TokenCounter
+from memlane.tokens import TokenCounter, min_tokens
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,20 @@ def message_tokens(msg: Message, counter: TokenCounter, *, use_cache: bool = Tru
     if use_cache and msg.token_count is not None:
         return msg.token_count
     return counter.count_message(msg)
+
+
+def group_tokens(group: list[Message], counter: TokenCounter, room: int, *, use_cache: bool = True) -> int:
+    """Tokens of ``group``, exact when they fit ``room``; past it, possibly only a lower
+    bound already past it. Counting a message of megabytes exactly takes seconds; a
+    window that cannot hold it needs to know only that."""
+    total = 0
+    for msg in group:
+        if not (use_cache and msg.token_count is not None):
+            bound = min_tokens(counter, msg.content)
+            if total + bound > room:
+                return total + bound
+        total += message_tokens(msg, counter, use_cache=use_cache)
+    return total
 
 
 def _bad_row(exc: CorruptRecordError) -> int | None:
@@ -202,7 +216,7 @@ def recent_window(
     for group in _groups(messages, window):
         if first is None:
             first = group
-        cost = sum(message_tokens(m, counter, use_cache=use_cache) for m in group)
+        cost = group_tokens(group, counter, budget - used, use_cache=use_cache)
         if used + cost > budget or (max_messages is not None and count + len(group) > max_messages):
             window.exhausted = False
             break
@@ -215,9 +229,14 @@ def recent_window(
         overhead = counter.count_message(msg.with_(content=""))
         room = max(0, budget - overhead)
         cut = counter.truncate(msg.content, room)
+        bound = min_tokens(counter, msg.content)
+        uncounted = not (use_cache and msg.token_count is not None)
         log.warning(
-            "message %s (%d tokens) exceeds the %d-token budget; sending it truncated",
-            msg.id, message_tokens(msg, counter, use_cache=use_cache), max_tokens,
+            "message %s (%s tokens) exceeds the %d-token budget; sending it truncated",
+            msg.id,
+            f"at least {bound}" if uncounted and bound > max_tokens
+            else message_tokens(msg, counter, use_cache=use_cache),
+            max_tokens,
         )
         trimmed = msg.with_(
             content=cut,
