@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from memlane.language import STOPWORDS, content_words, keyword_stems, words
+from memlane.compounds import compound_parts
+from memlane.language import STOPWORDS, content_words, detect_language, keyword_stems, stem, words
 
 # One tokenizer and one stopword source for everything (memlane.language).
 __all__ = [
-    "STOPWORDS", "content_words", "fts5_match", "fts5_query", "fts5_terms", "keyword_terms", "snippet", "words",
+    "STOPWORDS", "compound_words", "content_words", "fts5_match", "fts5_query", "fts5_terms", "keyword_terms", "snippet", "words",
 ]
 
 
@@ -25,8 +26,20 @@ def fts5_terms(text: str) -> list[str]:
 def keyword_terms(text: str) -> list[str]:
     """The index terms of the message keyword index a query looks up: each content word's
     English and German stem (the index holds every message's words stemmed in its own
-    language, memlane.language.keyword_text)."""
-    return list(dict.fromkeys(s for w in fts5_terms(text) for s in keyword_stems(w)))
+    language, memlane.language.keyword_text), then the German stems of a German query's
+    compound parts ("Stromrechnung" also looks up "strom" and "rechnung")."""
+    found = fts5_terms(text)
+    terms = [s for w in found for s in keyword_stems(w)]
+    terms += [stem(p, "de") for p in compound_words(found, text)]
+    return list(dict.fromkeys(terms))
+
+
+def compound_words(found: list[str], text: str) -> list[str]:
+    """The parts of the German compounds among ``found`` (words of ``text``), when ``text``
+    is German: English words split by German frequencies would be accidents ("under|standing")."""
+    if not any(compound_parts(w) for w in found) or detect_language(text) != "de":
+        return []
+    return [p for w in found for p in compound_parts(w)]
 
 
 def fts5_match(terms: list[str]) -> str:

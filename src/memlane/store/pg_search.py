@@ -24,7 +24,7 @@ from memlane.store.base import KeywordHit
 from memlane.store.pg_rows import _M_COLS, _message_where, row_to_message, sessions_join
 from memlane.store.postgres_schema import TEXT_CONFIGS
 from memlane.store.term_budget import ROW_BUDGET, terms_within_budget
-from memlane.text import content_words
+from memlane.text import compound_words, content_words
 
 if TYPE_CHECKING:
     from memlane.store.postgres import Conn, PostgresStore
@@ -128,7 +128,8 @@ class Bm25Index:
         return df
 
     def search(self, store: PostgresStore, query: str, flt: MessageFilter, limit: int) -> list[KeywordHit]:
-        words = list(dict.fromkeys(content_words(query)))
+        found = content_words(query)
+        words = list(dict.fromkeys(found + compound_words(found, query)))
         if not words:
             return []
         where, params = _message_where(flt)
