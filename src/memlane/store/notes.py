@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memlane.errors import CorruptRecordError, NoteSupersededError, NotFoundError, SessionNotFoundError
+from memlane.language import detect_language
 from memlane.models import utcnow
 from memlane.notes.models import AuditEntry, Facet, Note
 from memlane.ports import NoteFilter
@@ -39,7 +40,7 @@ N_COLS = ", ".join("n." + c.strip() for c in NOTE_COLS.split(","))
 _INSERT_COLS = (
     "lineage_id, tenant_id, user_id, session_id, kind, slot, value, polarity, text, "
     "author_id, author_name, importance, confidence, entities, metadata, origin, valid_from, "
-    "valid_to, supersedes, seen_count, created_at, updated_at"
+    "valid_to, supersedes, seen_count, created_at, updated_at, lang"
 )
 AUDIT_COLS = (
     "id, at, tenant_id, session_id, actor_id, actor_name, is_anchor, action, command, "
@@ -205,14 +206,14 @@ class SqlNoteRepository:
             now = self._now()
             new_id = d.insert_id(
                 conn,
-                f"INSERT INTO notes ({_INSERT_COLS}) VALUES ({', '.join([m] * 22)})",
+                f"INSERT INTO notes ({_INSERT_COLS}) VALUES ({', '.join([m] * 23)})",
                 (
                     lineage, note.tenant_id, note.user_id, note.session_id, note.kind, note.slot,
                     note.value, note.polarity, note.text, note.author_id, note.author_name,
                     note.importance, note.confidence, d.dump_json(note.entities),
                     d.dump_json(note.metadata), note.origin, start,
                     None if note.valid_to is None else d.base.time(note.valid_to),
-                    previous, note.seen_count, now, now,
+                    previous, note.seen_count, now, now, detect_language(note.text),
                 ),
             )
             if lineage is None:

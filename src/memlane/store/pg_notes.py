@@ -12,8 +12,9 @@ from memlane.notes.models import Note
 from memlane.ports import NoteFilter
 from memlane.store.notes import N_COLS, NotesDialect, SqlNoteRepository
 from memlane.store.pg_rows import DIALECT
-from memlane.store.pg_search import tsquery_literal
-from memlane.text import content_words
+from memlane.store.pg_search import every_config_tsvector, tsquery_literal
+from memlane.store.postgres_schema import TEXT_CONFIGS
+from memlane.text import compound_words, content_words
 
 if TYPE_CHECKING:
     from memlane.store.postgres import PostgresStore
@@ -45,20 +46,23 @@ class PostgresNoteStore(SqlNoteRepository):
         super().__init__(store, NOTES_DIALECT)
 
     def search_notes(self, query: str, flt: NoteFilter, *, limit: int = 20) -> list[tuple[Note, float]]:
-        words = content_words(query)
+        found = content_words(query)
+        words = found + compound_words(found, query)
         if not words:
             return []
         where, params = self._where(flt)
-        # Words become lexemes with the column's own configuration, OR-ed.
+        # Words become lexemes in every language a note may be stemmed in (migration 15), OR-ed.
+        text = " ".join(words)
         lexemes = [
             r[0] for r in self.store.read(
-                "SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', %s)))", (" ".join(words),)
+                f"SELECT DISTINCT unnest(tsvector_to_array({every_config_tsvector('%s')}))",
+                tuple(text for _ in TEXT_CONFIGS),
             )
         ]
         if not lexemes:
             return []
         rows = self.store.read(
-            f"SELECT {N_COLS}, ts_rank(n.tsv, q) AS rank FROM notes n, to_tsquery('english', %s) q "
+            f"SELECT {N_COLS}, ts_rank(n.tsv, q) AS rank FROM notes n, CAST(%s AS tsquery) q "
             f"WHERE n.tsv @@ q AND {where} ORDER BY rank DESC, n.id DESC LIMIT %s",
             (tsquery_literal(lexemes), *params, int(limit)),
         )

@@ -476,6 +476,19 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
             FOR EACH ROW EXECUTE FUNCTION memlane_response_cache_invalidate();
         """,
     ),
+    15: (
+        "language-aware notes index",
+        # Same as SQLite migration 15: notes keep their language and are stemmed in it;
+        # rows written before keep NULL (English, as they were indexed). tsv is made again
+        # as in migration 10 (a generated column's expression cannot change in place).
+        """
+        ALTER TABLE notes ADD COLUMN lang TEXT;
+        ALTER TABLE notes DROP COLUMN tsv;
+        ALTER TABLE notes ADD COLUMN tsv TSVECTOR GENERATED ALWAYS AS
+            (to_tsvector(CASE WHEN lang = 'de' THEN 'german'::regconfig ELSE 'english'::regconfig END, text)) STORED;
+        CREATE INDEX notes_tsv ON notes USING gin (tsv);
+        """,
+    ),
     13: (
         "tenant-scoped session ids",
         # store/session_scoping.py, as SQLite migration 13; vectors (when migration 2 ran)

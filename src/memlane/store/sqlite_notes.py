@@ -1,5 +1,5 @@
 """Notes on SQLite: the shared repository (``notes.py``) with SQLite's dialect, and
-keyword search through the ``notes_fts`` FTS5 table (migration 4)."""
+keyword search through the ``notes_fts`` FTS5 table (migration 4; stemmed per language since 15)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from memlane.notes.models import Note
 from memlane.ports import NoteFilter
 from memlane.store.notes import N_COLS, NotesDialect, SqlNoteRepository
 from memlane.store.sqlite_rows import DIALECT, _dumps
-from memlane.text import fts5_query
+from memlane.text import fts5_match, keyword_terms
 
 if TYPE_CHECKING:
     from memlane.store.sqlite import SQLiteStore
@@ -41,9 +41,11 @@ class SQLiteNoteStore(SqlNoteRepository):
         super().__init__(store, NOTES_DIALECT)
 
     def search_notes(self, query: str, flt: NoteFilter, *, limit: int = 20) -> list[tuple[Note, float]]:
-        match = fts5_query(query)
-        if not match:
+        # stems in both languages, as for messages: notes_fts holds each note stemmed in its own (migration 15)
+        terms = keyword_terms(query)
+        if not terms:
             return []
+        match = fts5_match(terms)
         where, params = self._where(flt)
         rows = self.store.read(
             f"SELECT {N_COLS}, bm25(notes_fts) AS rank FROM notes_fts "

@@ -483,6 +483,37 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END;
         """,
     ),
+    15: (
+        "language-aware notes index",
+        """
+        -- Notes are searched like messages (migration 10): each keeps the language it was
+        -- judged to be in, and notes_fts holds its words as Snowball stems of it, read
+        -- through a view so 'rebuild' sees the text the triggers wrote.
+        ALTER TABLE notes ADD COLUMN lang TEXT;
+        UPDATE notes SET lang = memlane_language(text);
+        DROP TRIGGER notes_fts_insert;
+        DROP TRIGGER notes_fts_delete;
+        DROP TRIGGER notes_fts_update;
+        DROP TABLE notes_fts;
+        CREATE VIEW notes_stems AS
+            SELECT id, memlane_stems(text, lang) AS text FROM notes;
+        CREATE VIRTUAL TABLE notes_fts USING fts5(
+            text, content='notes_stems', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER notes_fts_insert AFTER INSERT ON notes BEGIN
+            INSERT INTO notes_fts(rowid, text) VALUES (new.id, memlane_stems(new.text, new.lang));
+        END;
+        CREATE TRIGGER notes_fts_delete AFTER DELETE ON notes BEGIN
+            INSERT INTO notes_fts(notes_fts, rowid, text) VALUES ('delete', old.id, memlane_stems(old.text, old.lang));
+        END;
+        CREATE TRIGGER notes_fts_update AFTER UPDATE OF text, lang ON notes BEGIN
+            INSERT INTO notes_fts(notes_fts, rowid, text) VALUES ('delete', old.id, memlane_stems(old.text, old.lang));
+            INSERT INTO notes_fts(rowid, text) VALUES (new.id, memlane_stems(new.text, new.lang));
+        END;
+        INSERT INTO notes_fts(notes_fts) VALUES ('rebuild');
+        """,
+    ),
     13: (
         "tenant-scoped session ids",
         # store/session_scoping.py: sessions of tenants other than "default" move to their key
