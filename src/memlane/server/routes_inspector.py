@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path, Query
 
 from memlane.server import schemas as s
 from memlane.server.inspector import languages, overview, session_languages, session_timeline
+from memlane.server.people import person_summary
 from memlane.server.routes import _ERRORS, SessionId, View, _jsonable
 
 router = APIRouter(prefix="/v1")
@@ -60,3 +61,12 @@ def message_languages(
 def session_message_languages(session_id: SessionId, v: View) -> dict[str, Any]:
     """A session's languages with their message counts, and each message's language."""
     return session_languages(v, v.session(session_id))
+
+
+@router.get("/people/{user_id}", response_model=s.PersonOut, tags=["inspector"])
+def person(
+    user_id: Annotated[str, Path(min_length=1, max_length=s.MAX_ID)], v: View,
+) -> dict[str, Any]:
+    """One person across their sessions: the session state (topics, open loops, pending
+    clarifications) and facets summed, each item with the sessions it came from."""
+    return person_summary(v, user_id)

@@ -266,6 +266,18 @@ class SessionLanguagesOut(BaseModel):
     messages: list[MessageLang] = Field(..., description="Each message's language, in log order.")
 
 
+class PersonOut(BaseModel):
+    user_id: str
+    sessions: list[JsonObject] = Field(..., description="The person's sessions the caller may see, most recently "
+                                       "active first: session_id, title, status, message_count, last_active_at.")
+    truncated: bool = Field(..., description="True when the person has more sessions than were summed (200).")
+    state: JsonObject | None = Field(..., description="topics, open_loops, pending_clarifications: each item once "
+                                     "with the session_ids it is in, the ones in most sessions first; null "
+                                     "without a state tracker.")
+    facets: list[JsonObject] | None = Field(..., description="Each (kind, value) once: count, session_ids, and "
+                                            "first (session_id, message_id); null without notes.")
+
+
 class OverviewOut(BaseModel):
     tenant_id: str | None
     figures: JsonObject = Field(..., description="sessions, messages, notes, notes_superseded, index_backlog and "

@@ -947,16 +947,52 @@ async function renderPeople(user) {
     return;
   }
   const notesBox = el("div", { id: "notes" }, el("p", { class: "muted", text: "loading…" }));
+  const acrossBox = el("div", { id: "person-summary" }, el("p", { class: "muted", text: "loading…" }));
   view().replaceChildren(el("h1", { text: `People · ${user}` }), nav,
     el("h3", { text: "Sessions" }), list(people.get(user) || [], (x) => el("a", {
       href: `#/session/${enc(x.id)}/memory`, text: titleOf(x) })),
-    el("h3", { text: `What memlane believes about ${user} now` }), notesBox);
-  try {
-    const notes = (await api("GET", `/v1/notes?user_id=${enc(user)}&limit=200`)).notes;
-    notesBox.replaceChildren(notesWithFacets(notes, "No long-term notes about this person yet."));
-  } catch (error) {
-    showError(notesBox, error);
+    el("div", { class: "ctx-grid" },
+      el("div", {}, el("h3", { text: `What memlane believes about ${user} now` }), notesBox),
+      el("div", { class: "stack" }, acrossBox)));
+  const [notes, summary] = await Promise.all([
+    api("GET", `/v1/notes?user_id=${enc(user)}&limit=200`).catch((e) => e),
+    api("GET", `/v1/people/${enc(user)}`).catch((e) => e),
+  ]);
+  if (notes instanceof Error) showError(notesBox, notes);
+  else notesBox.replaceChildren(notesWithFacets(notes.notes, "No long-term notes about this person yet."));
+  if (summary instanceof Error) showError(acrossBox, summary);
+  else acrossBox.replaceChildren(...personSummary(summary));
+}
+
+// A person's session state and facets summed over their sessions (GET /v1/people/{id}).
+function personSummary(summary) {
+  const titles = new Map(summary.sessions.map((x) => [x.session_id, x.title || x.session_id]));
+  const from = (ids) => el("span", { class: "muted" }, " — ", ...ids.flatMap((sid, i) => [i ? ", " : null,
+    el("a", { href: `#/session/${enc(sid)}/memory`, text: titles.get(sid) || sid })]).filter(Boolean));
+  const items = (rows, key, empty) => (rows.length
+    ? el("ul", {}, rows.map((r) => el("li", { "data-item": r[key] }, r[key], from(r.session_ids))))
+    : el("p", { class: "muted", text: empty }));
+  const stateCard = el("div", { id: "person-state", class: "card" }, el("h3", { text: "Session state, all sessions" }));
+  if (!summary.state) stateCard.append(el("p", { class: "muted", text: "No state tracker in this build." }));
+  else {
+    stateCard.append(el("b", { text: "Topics" }), items(summary.state.topics, "topic", "none"),
+      el("b", { text: "Open loops" }), items(summary.state.open_loops, "text", "none"),
+      el("b", { text: "Pending clarifications" }), items(summary.state.pending_clarifications, "text", "none"));
   }
+  const facetBox = el("div", { id: "person-facets", class: "card" }, el("h3", { text: "Facets, all sessions" }));
+  const byKind = new Map();
+  for (const f of summary.facets || []) byKind.set(f.kind, [...(byKind.get(f.kind) || []), f]);
+  if (!byKind.size) facetBox.append(el("p", { class: "muted", text: "Nothing tracked yet (names, links, dates, tool calls)." }));
+  for (const kind of ["entity", "link", "time", "action"]) {
+    if (!byKind.has(kind)) continue;
+    facetBox.append(el("b", { text: FACET_LABELS[kind] }), el("div", { class: "chips", "data-facet-kind": kind },
+      byKind.get(kind).map((f) => el("a", { class: "chip", "data-facet": f.value,
+        title: `${f.count}× in ${f.session_ids.length} session(s) · first in message #${f.first.message_id}`,
+        href: `#/session/${enc(f.first.session_id)}/transcript/${f.first.message_id}` }, f.value,
+        f.count > 1 ? el("span", { class: "muted", text: ` ${f.count}` }) : null))));
+  }
+  const note = summary.truncated ? [el("p", { class: "muted", text: `Summed over the ${summary.sessions.length} most recently active sessions.` })] : [];
+  return [...note, stateCard, facetBox];
 }
 
 // ------------------------------------------------------------------ live updates (SSE from /v1/events)
