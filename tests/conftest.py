@@ -57,6 +57,19 @@ def any_mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
     m.close()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """A Memory with nothing in it on each store (PostgreSQL's module database emptied first)."""
+    target = str(tmp_path / "empty.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    m = Memory(target, embedder="hashing")
+    if request.param == "postgres":
+        from tests.pg_fixture import truncate_all
+
+        truncate_all(m.store)  # type: ignore[arg-type]
+    yield m
+    m.close()
+
+
 @pytest.fixture
 def browser() -> Iterator[Any]:
     """Headless Debian chromium under Playwright, for the inspector's tests (skips without it)."""

@@ -28,20 +28,8 @@ def _bilingual(mem: Memory, sid: str, user: str, tenant: str = "default") -> Non
     mem.add_messages(session.id, [*GERMAN, ENGLISH])  # the stored key: session ids are per tenant
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def lang_mem(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    target = str(tmp_path / "lang.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    mem = Memory(target, embedder="none")
-    if request.param == "postgres":
-        from tests.pg_fixture import truncate_all
-
-        truncate_all(mem.store)  # type: ignore[arg-type]
-    yield mem
-    mem.close()
-
-
-def test_languages_per_session_and_message_on_both_stores(lang_mem: Memory) -> None:
-    mem = lang_mem
+def test_languages_per_session_and_message_on_both_stores(empty_mem: Memory) -> None:
+    mem = empty_mem
     _bilingual(mem, "zug", "ana")
     TenantView(mem, Caller(None)).create_session(session_id="en-only", user_id="bob")
     mem.add("en-only", "What a lovely morning for a walk in the park.")

@@ -31,20 +31,8 @@ def _ana(mem: Memory, tenant: str = "default") -> None:
     mem.flush()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def people_mem(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    target = str(tmp_path / "people.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    mem = Memory(target, embedder="hashing")
-    if request.param == "postgres":
-        from tests.pg_fixture import truncate_all
-
-        truncate_all(mem.store)  # type: ignore[arg-type]
-    yield mem
-    mem.close()
-
-
-def test_a_persons_state_and_facets_summed_over_sessions(people_mem: Memory) -> None:
-    mem = people_mem
+def test_a_persons_state_and_facets_summed_over_sessions(empty_mem: Memory) -> None:
+    mem = empty_mem
     _ana(mem)
     with client_for(mem) as c:
         out = c.get("/v1/people/ana").json()
