@@ -30,6 +30,7 @@ def test_compounds_split_at_parts_more_frequent_than_the_whole() -> None:
     assert compound_parts("Haus") == ()
     assert compound_parts("Beispiel") == ()
     assert compound_parts("Entwicklung") == ()
+    assert compound_parts("Druckern") == ()  # not "druck" + the ending "ern"
 
 
 def test_only_german_queries_look_up_compound_parts() -> None:

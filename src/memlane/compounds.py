@@ -21,8 +21,10 @@ __all__ = ["WORDS_DE", "compound_parts", "zipf_de"]
 WORDS_DE = "words_de.txt"
 #: Shorter words are rarely compounds, and their splits are mostly accidents ("Bei|spiel" is fine, "Ab|end" is not).
 MIN_COMPOUND = 8
-#: Shortest part: "Log|dateien", "Eis|becher".
+#: Shortest modifier: "Log|dateien", "Eis|becher".
 MIN_PART = 3
+#: Shortest head: three-letter heads are mostly inflection endings ("Druck|ern").
+MIN_HEAD = 4
 #: What German puts between a modifier and the head ("Arbeit-s-platz", "Sonne-n-schein", "Hund-e-hütte").
 LINKS = ("", "s", "es", "n", "en", "e", "er")
 
@@ -65,7 +67,7 @@ def compound_parts(word: str) -> tuple[str, ...]:
     if len(w) < MIN_COMPOUND or not w.isalpha():
         return ()
     best: tuple[float, str, str] | None = None
-    for i in range(MIN_PART, len(w) - MIN_PART + 1):
+    for i in range(MIN_PART, len(w) - MIN_HEAD + 1):
         head = w[i:]
         z_head = zipf_de(head)
         if z_head == 0 or head in STOPWORDS:
