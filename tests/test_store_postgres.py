@@ -408,3 +408,18 @@ def test_lost_connections_are_retried(pg_url: str) -> None:
     finally:
         for s in (store, admin):
             s.close()
+
+
+def test_keyword_indexes_have_no_pending_list(pg_url: str) -> None:
+    # A GIN pending list is scanned by every search until VACUUM merges it (migration 16).
+    store = PostgresStore(pg_url)
+    try:
+        rows = store.read(
+            "SELECT c.relname, c.reloptions FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'gin' AND c.relname = ANY(%s)",
+            (["messages_tsv_by_tenant", "messages_tsv", "notes_tsv"],),
+        )
+        assert {name for name, _ in rows} >= {"notes_tsv"} and len(rows) == 2
+        assert all("fastupdate=off" in (options or []) for _, options in rows), rows
+    finally:
+        store.close()

@@ -503,6 +503,25 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END $$;
         """,
     ),
+    16: (
+        "keyword indexes without a pending list",
+        # GIN's fastupdate keeps new entries in an unsorted pending list that every search
+        # scans until a VACUUM merges it: after 20,000 adds, search p50 was 116 ms with the
+        # list and 17.5 ms after VACUUM (same run). Writing into the index at insert time
+        # keeps search predictable under a steady stream of appends.
+        """
+        DO $$
+        DECLARE idx TEXT;
+        BEGIN
+            FOREACH idx IN ARRAY ARRAY['messages_tsv_by_tenant', 'messages_tsv', 'notes_tsv'] LOOP
+                IF to_regclass(idx) IS NOT NULL THEN
+                    EXECUTE format('ALTER INDEX %I SET (fastupdate = off)', idx);
+                    PERFORM gin_clean_pending_list(to_regclass(idx));
+                END IF;
+            END LOOP;
+        END $$;
+        """,
+    ),
 }
 
 #: Migrations that need an extension: skipped (and retried on the next start) when the
