@@ -16,8 +16,11 @@ from rich.table import Table
 
 from memlane.cli.common import STORE_OPTION, console, state
 from memlane.cli.render import add_plain_row
+from memlane.config import Settings
 from memlane.errors import InvalidInputError, PermissionDeniedError
-from memlane.notes.models import AuditEntry
+from memlane.notes.extract import UNKNOWN_SPEAKER
+from memlane.notes.models import AuditEntry, Note
+from memlane.rooms.anchor import anchor_id, display_name
 
 notes_app = typer.Typer(help="Long-term notes: what memlane distilled from conversations.", no_args_is_help=True)
 
@@ -27,14 +30,31 @@ def _short(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _print_notes(found: list[Any], as_json: bool) -> None:
+def _who(note: Note, anchor: str, anchor_name: str | None) -> str:
+    """Whom a note is about: the Anchor (with their name when known), or the person, by name
+    when the message named them. "The user" (no name was known) is never shown."""
+    named = note.author_name if note.author_name and note.author_name != UNKNOWN_SPEAKER else None
+    about = note.user_id
+    if about and about == anchor:
+        name = anchor_name or named
+        return f"Anchor ({name})" if name else "Anchor"
+    if not about:
+        return named or ""
+    person = display_name(about)
+    if named is None:
+        return person
+    return named if named.casefold() == person.casefold() else f"{named} ({person})"
+
+
+def _print_notes(found: list[Any], as_json: bool, settings: Settings) -> None:
     if as_json:
         print(json.dumps([n.to_dict() for n in found], ensure_ascii=False, indent=2))
         return
-    table = Table("id", "kind", "who", "note", "importance", "valid from", "valid to", "sources")
+    anchor, anchor_name = anchor_id(settings), settings.anchor_name
+    table = Table("id", "kind", "about", "note", "importance", "valid from", "valid to", "sources")
     for n in found:
         add_plain_row(
-            table, str(n.id), n.kind, n.author_name or n.user_id or "", _short(n.text),
+            table, str(n.id), n.kind, _who(n, anchor, anchor_name), _short(n.text),
             f"{n.importance:.2f}", n.valid_from.strftime("%Y-%m-%d %H:%M"),
             n.valid_to.strftime("%Y-%m-%d %H:%M") if n.valid_to else "now",
             ",".join(str(i) for i in n.source_ids),
@@ -58,7 +78,7 @@ def notes_list(
     with state(ctx, store).open() as mem:
         found = mem.notes(query, session_id=session_id, user_id=user, kind=kind,
                           include_history=history, limit=limit)
-    _print_notes(found, as_json)
+    _print_notes(found, as_json, mem.settings)
 
 
 @notes_app.command("add")
@@ -100,7 +120,7 @@ def notes_history(
     if as_json:
         print(json.dumps(explained, ensure_ascii=False, indent=2))
         return
-    _print_notes(versions, False)
+    _print_notes(versions, False, mem.settings)
     for item in explained:
         if item["superseded_why"]:
             console.print(f"{item['id']} → {item['superseded_by'] or '-'}: {item['superseded_why']}",

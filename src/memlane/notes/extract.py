@@ -47,6 +47,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+#: The author name a note gets when its message named nobody (no author, no Anchor name):
+#: a placeholder, not a name, so listings show whom the note is about instead.
+UNKNOWN_SPEAKER = "The user"
+
 @dataclass(slots=True)
 class ExtractionContext:
     """Who is who while extracting: the Anchor, and how to name speakers."""
@@ -71,7 +75,7 @@ class ExtractionContext:
             return uid, self.anchor_name
         if msg.author_id:
             return uid, msg.author_id.lstrip("@").split(":", 1)[0]
-        return uid, "The user"
+        return uid, UNKNOWN_SPEAKER
 
 
 @runtime_checkable
