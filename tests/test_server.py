@@ -265,3 +265,13 @@ def test_state_and_notes_are_tenant_scoped(mem: Memory) -> None:
         found = api.get("/v1/notes", headers=auth(key_a), params={"query": "Graz", "session_id": "sa"}).json()
         assert any("Graz" in n["text"] for n in found["notes"])
         assert api.get("/v1/notes", headers=auth(key_b), params={"session_id": "sa"}).status_code == 404
+
+
+def test_backlog_of_background_work_is_in_metrics(api: TestClient, mem: Memory, tmp_path: Path) -> None:
+    # Another process writes (it only writes: it leaves the derived work to others).
+    with Memory(tmp_path / "memory.db", embedder="hashing") as writer:
+        writer.add_messages("w", [{"role": "user", "content": f"Zug nach Sintra, Nachricht {i}"} for i in range(30)])
+    assert _gauge(api.get("/metrics").text, "memlane_backlog_vectors") == 30.0
+    mem.flush()  # the server's background work catches up
+    assert _gauge(api.get("/metrics").text, "memlane_backlog_vectors") == 0.0
+    assert mem.stats()["backlog_vectors"] == 0

@@ -64,3 +64,4 @@ def test_observers_see_the_session_as_the_append_left_it(tmp_path: Path) -> None
         mem.add_messages(sid, [{"role": "user", "content": "two"}, {"role": "assistant", "content": "three"}])
         mem.store_interaction("four", "five", session_id=sid)
     assert seen == [(1, 1), (3, 2), (5, 2)]
+

@@ -49,7 +49,7 @@ _OPEN = frozenset({"active", "resuming", "awaiting_clarification"})
 def attach_all(mem: Memory) -> None:
     parts = mem.parts
     embedder, index = _vectors(mem)
-    parts.provide(("recall", "search", "indexer"), lambda: _make_recall(mem, embedder, index))
+    parts.provide(("recall", "search", "indexer", "backlog"), lambda: _make_recall(mem, embedder, index))
     parts.provide(("state",), lambda: _make_state(mem))
     parts.provide(("sessions",), lambda: _make_sessions(mem))
     parts.provide(("summaries", "checkpoints"), lambda: _make_summaries(mem))
@@ -150,7 +150,23 @@ def _make_recall(mem: Memory, embedder: Embedder | None, index: VectorIndex | No
     mem.add_closer(engine.close)
     parts.recall = engine
     parts.search = engine.search
+    _wire_backlog(mem, index)
 
+
+def _wire_backlog(mem: Memory, index: VectorIndex | None) -> None:
+    """Derived work a write leaves to the background (the vectors), counted in ``stats()``
+    (``memlane stats``, ``/metrics``) and ``mem.backlog()`` while it waits."""
+    from memlane.ports import EMBEDDED_ROLES
+
+    parts, store = mem.parts, mem.store
+
+    def backlog() -> dict[str, int]:
+        if index is None:
+            return {}
+        return {"vectors": max(0, store.count_with_text(EMBEDDED_ROLES) - index.count())}
+
+    parts.backlog = backlog
+    parts.stats_hooks.append(lambda: {f"backlog_{kind}": n for kind, n in backlog().items()})
 
 def _make_state(mem: Memory) -> None:
     from memlane.state.tracker import StateTracker

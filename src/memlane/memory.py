@@ -1452,6 +1452,13 @@ class Memory:
                 self._closers.append((self._bus.close, None))
             return self._bus
 
+    def backlog(self) -> dict[str, int]:
+        """Derived work a write left to the background, by kind: messages whose vector
+        ("vectors") is not made yet. It shrinks while background work runs
+        (:meth:`start_background_work`) and is 0 after :meth:`flush`."""
+        count = self.parts.backlog if self.enabled else None
+        return count() if count is not None else {}
+
     def stats(self) -> dict[str, Any]:
         out = self.store.stats()
         out["pending_writes"] = self.pending_writes

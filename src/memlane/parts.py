@@ -77,6 +77,8 @@ class Parts:
     """What ``Memory.search`` calls when recall is attached: (query, filter, top_k) -> hits."""
     indexer: _Part[Indexer] = _Part()
     """The background embedder (None when vectors are switched off)."""
+    backlog: _Part[Callable[[], dict[str, int]]] = _Part()
+    """Derived work waiting, by kind: messages whose vector is not made yet ("vectors")."""
     state: _Part[StateTracker] = _Part()
     sessions: _Part[SessionManager] = _Part()
     summaries: _Part[SummaryManager] = _Part()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from memlane.models import (
 )
 from memlane.scoping import DEFAULT_TENANT, public_session_id, session_key
 from memlane.store.base import TurnRecord
+from memlane.tokens import counts_cheaply
 from memlane.validation import check_identifier, loads_json
 
 if TYPE_CHECKING:
@@ -233,18 +234,30 @@ def _documents(text: str, fmt: str) -> Iterator[JSON]:
         yield current
 
 
-def import_sessions(mem: Memory, text: str, fmt: str, *, on_conflict: str = "error") -> list[str]:
-    """Validate every document fully before writing anything, then restore each session."""
+def import_sessions(
+    mem: Memory, text: str, fmt: str, *, on_conflict: str = "error",
+    progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
+    """Validate every document fully before writing anything, then restore each session,
+    each in one transaction (an import stopped midway leaves whole sessions only: import
+    again with ``on_conflict="skip"`` to add the rest). ``progress(done, total)`` counts
+    messages written. Derived data (keyword languages, vectors, summaries) is left to
+    background work, as for any write."""
     fmt = _check_format(fmt)
     if on_conflict not in ("error", "skip", "replace", "new"):
         raise InvalidInputError("on_conflict must be error, skip, replace or new")
     plans: list[tuple[Session, list[Message], list[tuple[TurnRecord, int, int]]]] = []
     for doc in _documents(text, fmt):
         plans.append(_plan(mem, doc, fresh_id=fmt == "markdown" or on_conflict == "new"))
+    total = sum(len(messages) for _, messages, _ in plans)
+    done = 0
     ids: list[str] = []
     for session, messages, turns in plans:
+        done += len(messages)
         if mem.store.get_session(session.id) is not None:
             if on_conflict == "skip":
+                if progress is not None:
+                    progress(done, total)
                 continue
             if on_conflict == "replace":
                 mem.delete_session(session.id)
@@ -255,6 +268,8 @@ def import_sessions(mem: Memory, text: str, fmt: str, *, on_conflict: str = "err
         if stored is not None and messages:
             mem._notify(stored, list(mem.store.iter_messages(session.id)))
         ids.append(session.id)
+        if progress is not None:
+            progress(done, total)
     return ids
 
 
@@ -308,7 +323,9 @@ def _plan(
         calls.update(c["id"] for c in msg.tool_calls or ())
         msg.hidden = bool(extra.get("hidden", False))
         msg.session_id = session_id
-        msg.token_count = mem.counter.count_message(msg)
+        # An imported session's counts are never trusted (no encoding is recorded for it):
+        # counting here would only load the vocabulary for nothing.
+        msg.token_count = mem.counter.count_message(msg) if counts_cheaply(mem.counter) else None
         messages.append(msg)
     if fresh_id:
         # A copy needs its own turn ids too: they are unique across the store.

@@ -108,9 +108,27 @@ def caches_cmd(
     print(format_table(chat_result, sync_result))
 
 
+def import_cmd(
+    messages: int = typer.Option(100_000, "--messages", min=100, help="Messages to write (1000000 for a million)."),
+    per_session: int = typer.Option(1000, "--per-session", min=1, help="Messages per session (one batch each)."),
+    embed: bool = typer.Option(
+        False, "--embed/--no-embed",
+        help="Also let the default embedder catch up and report ingest with embeddings.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Bulk writes: add_messages and memlane import (msg/s, backlog left) beside SQLiteSession.add_items."""
+    from memlane.bench_import import format_table, run_import_bench
+
+    with status("benchmarking bulk writes") as say:
+        result = run_import_bench(messages=messages, per_session=per_session, embed=embed, progress=say)
+    print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
 def register(app: typer.Typer) -> None:
     app.command("caches")(caches_cmd)
     app.command("erase")(erase_cmd)
     app.command("events")(events_cmd)
     app.command("write")(write_cmd)
+    app.command("import")(import_cmd)
     app.command("cold")(cold_cmd)

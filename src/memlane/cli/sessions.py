@@ -127,14 +127,20 @@ def import_cmd(
     ),
     store: str | None = STORE_OPTION,
 ) -> None:
-    """Import sessions from an export file. Nothing is written if any part is invalid."""
+    """Import sessions from an export file, with a progress bar. Nothing is written if any
+    part is invalid; each session is written whole, so an import stopped midway can be run
+    again with --on-conflict skip. Search catches up in the background (memlane stats)."""
     chosen = fmt or {".jsonl": "jsonl", ".md": "markdown", ".markdown": "markdown"}.get(
         path.suffix.lower(), "json"
     )
+    from memlane.cli.progress import progress_bar
+    from memlane.transfer import import_sessions
+
     text = _read_utf8(path)
-    with state(ctx, store).open(create=True) as mem:
+    with state(ctx, store).open(create=True) as mem, progress_bar() as update:
         try:
-            ids = mem.import_sessions(text, chosen, on_conflict=on_conflict)
+            ids = import_sessions(mem, text, chosen, on_conflict=on_conflict,
+                                  progress=lambda done, total: update("messages", done, total))
         except SessionExistsError as exc:
             raise ConflictError(
                 f"session {exc.session_id!r} already exists; nothing was imported. Import again with "

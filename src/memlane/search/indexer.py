@@ -110,12 +110,16 @@ class Indexer:
         with self._cond:
             return len(self._queue) + (1 if self._busy else 0)
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def flush(self, timeout: float | None = None, *, scan: bool = True) -> bool:
         """Start the worker, then wait until every queued message and the backlog are
-        embedded; False on timeout."""
+        embedded; False on timeout. ``scan`` looks for the backlog again first: messages
+        other processes wrote since the last scan are in no queue of this one."""
         self.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            if scan and self._backlog_due is None:
+                self._backlog_due = 0.0
+                self._cond.notify_all()
             while self._queue or self._busy or self._backlog_due == 0.0:
                 if self._thread is None or not self._thread.is_alive():
                     return False
@@ -131,7 +135,7 @@ class Indexer:
         What is left unembedded stays in the backlog for the next start.
         """
         if self.started:
-            self.flush(timeout)
+            self.flush(timeout, scan=False)
         self.stop(max(1.0, timeout))
 
     def stop(self, timeout: float | None = 60.0) -> None:

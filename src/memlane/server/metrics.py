@@ -50,6 +50,13 @@ class ResponseCacheCollector(Collector):
                            ("saved_seconds", "Model time saved by response cache hits."),
                            ("saved_tokens", "Packet tokens not sent to a model thanks to cache hits.")):
             yield CounterMetricFamily(f"memlane_response_cache_{name}", what, value=counts[name])
+def _backlog_reader(mem: Memory, kind: str) -> Callable[[], float]:
+    """One kind of ``mem.backlog()``: counted when scraped (an indexed range count each)."""
+
+    def read() -> float:
+        return float(mem.backlog().get(kind, 0))
+
+    return read
 
 
 class Metrics:
@@ -76,6 +83,11 @@ class Metrics:
             registry=self.registry,
         )
         self.pending.set_function(lambda: float(mem.pending_writes))
+        self.backlog = Gauge(
+            "memlane_backlog_vectors", "Stored messages whose vector background work has not made yet.",
+            registry=self.registry,
+        )
+        self.backlog.set_function(_backlog_reader(mem, "vectors"))
         mem.add_observer(self._on_stored)
         self.registry.register(ResponseCacheCollector(mem))
 

@@ -71,6 +71,12 @@ class SqlReads:
         )
         return [r[0] for r in rows]
 
+    def count_with_text(self, roles: Sequence[str]) -> int:
+        """Messages with text in one of ``roles`` (what the vector index should hold)."""
+        marks = ",".join([self._dialect.mark] * len(roles))
+        rows = self.read(f"SELECT COUNT(*) FROM messages WHERE role IN ({marks}) AND content != ''", tuple(roles))
+        return int(rows[0][0])
+
     # ------------------------------------------------------------ messages
 
     def recent_messages(
