@@ -325,7 +325,7 @@ def test_action_with_a_key_of_another_tenant_is_refused(tmp_path: Path, browser:
         assert refused[0].tenant_id == "other" and refused[0].session_id is None
 
         # correcting a note: the same refusal, nothing changed, audited in the caller's tenant
-        note = mem.add_note("Acme's launch is in March", session_id="acme-1", slot="launch", value="March")
+        note = mem.add_note("Acme's launch is in March", session_id=session_key("acme", "acme-1"), slot="launch", value="March")
         page.evaluate("key => localStorage.setItem('memlane.key', key)", acme)
         page.goto(url + "/#/session/acme-1/memory")
         card = page.locator(f".note[data-note='{note.id}']")
