@@ -27,6 +27,7 @@ from memlane.errors import InvalidInputError, StorageError
 from memlane.store import sqlite_driver
 from memlane.store.sqlite import replay_erasures
 from memlane.store.sqlite_schema import MIGRATIONS
+from memlane.store.sqlite_vectors import files_dir
 
 __all__ = ["BackupReport", "backup_database", "check_database", "restore_database"]
 
@@ -174,7 +175,7 @@ def restore_database(backup: str | Path, target: str | Path, key: str | None = N
         _restore_from(staged, dest, key)
         # The vector index files beside it describe the replaced database: rebuilt on the
         # next search from the restored one (store/vector_files.py).
-        shutil.rmtree(f"{dest}-vectors", ignore_errors=True)
+        shutil.rmtree(files_dir(str(dest)), ignore_errors=True)
     finally:
         _remove_database(staged)
     sessions, messages, version, integrity = _checked(dest, key)

@@ -65,7 +65,13 @@ if TYPE_CHECKING:
     from memlane.store.sqlite import SQLiteStore
     from memlane.store.vector_files import Base, FileSink, MemorySink, VectorFiles
 
-__all__ = ["TAIL_ROWS", "SQLiteVectorIndex"]
+__all__ = ["TAIL_ROWS", "SQLiteVectorIndex", "files_dir"]
+
+
+def files_dir(db_path: str) -> str:
+    """Where the vector index files of the SQLite database at ``db_path`` live."""
+    return db_path + "-vectors"
+
 
 log = logging.getLogger(__name__)
 
@@ -208,10 +214,15 @@ class SQLiteVectorIndex:
     def drop_files(self) -> None:
         """Remove the index files beside the database (the table stays): the next search
         builds them anew. For a change that renames sessions under them (migration 13)."""
+        path = self._files_path()
+        # checked before importing the files' module (numpy, simsimd): every new store runs
+        # migration 13, and a write-only process must not load the vector stack (cold start)
+        if path is None or not os.path.isdir(files_dir(path)):
+            return
         files = self._files()
-        if files is not None and files.dir.is_dir():
-            with files.lock():
-                files.remove()
+        assert files is not None
+        with files.lock():
+            files.remove()
 
     def clear(self) -> None:
         def run(conn: sqlite3.Connection) -> None:
@@ -235,7 +246,7 @@ class SQLiteVectorIndex:
         after its transaction: forgotten vectors must not outlive it on disk), and trim
         the deletion log. Returns how many rows were erased from the files."""
         path = self._files_path()
-        if path is None or not os.path.isdir(path + "-vectors"):  # numpy stays unloaded here
+        if path is None or not os.path.isdir(files_dir(path)):  # numpy stays unloaded here
             self._trim_log(None)
             return 0
         files = self._files()

@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memlane.search.matrix import ERASED, Segment, Sessions, quantize
+from memlane.store.sqlite_vectors import files_dir
 
 __all__ = ["Base", "FileSink", "MemorySink", "VectorFiles"]
 
@@ -154,7 +155,7 @@ class VectorFiles:
     """The ``<db>-vectors`` directory of one SQLite database."""
 
     def __init__(self, db_path: str) -> None:
-        self.dir = Path(db_path + "-vectors")
+        self.dir = Path(files_dir(db_path))
         self._current = self.dir / "current.json"
 
     def exists(self) -> bool:
