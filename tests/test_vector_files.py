@@ -188,6 +188,27 @@ def test_forgotten_vectors_are_gone_from_the_index_files(tmp_path: Path) -> None
         store.close()
 
 
+def test_a_search_after_its_tail_rows_were_deleted_sees_the_new_tail(tmp_path: Path) -> None:
+    """A session's search remembers which tail rows are its own; deleting every tail row
+    (nothing written since) must not leave it pointing at rows that are gone."""
+    store = SQLiteStore(tmp_path / "t.db")
+    try:
+        c = Corpus(store)
+        c.add("base", "ann", 10)
+        q = _unit(c.rng, 1)[0]
+        c.index.search(q, 3)  # the files are built from the rows so far
+        late = c.add("late", "bob", 4)  # these stay in the tail
+        assert _ids(c.index.search(q, 10, MessageFilter(session_id="late"))) == c.brute(q, 10, session="late")
+        store.delete_messages(late)  # the whole tail
+        for mid in late:
+            del c.vec[mid]
+        assert c.index.search(q, 10, MessageFilter(session_id="late")) == []
+        assert c.index.search(q, 10, MessageFilter(user_id="bob")) == []
+        assert _ids(c.index.search(q, 10, MessageFilter(user_id="ann"))) == c.brute(q, 10, user="ann")
+    finally:
+        store.close()
+
+
 def test_memory_forget_erases_vectors_from_the_files(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     with Memory(db, embedder="hashing") as mem:

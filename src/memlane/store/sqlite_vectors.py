@@ -490,6 +490,9 @@ class SQLiteVectorIndex:
         view.tail = Segment.empty(view.model.dimension)
         view.tail_pos = {}
         view.superseded = set()
+        # cached selections name rows of the old tail (_extend_tail clears them only when
+        # rows were written since the base, so a delete of tail rows alone must clear here)
+        view.selections.clear()
         view.tail_seq = view.base.seq
         self._extend_tail(view, view.base.seq)
 
