@@ -231,7 +231,7 @@ def test_forget_leaves_one_marker_that_pruning_removes_and_late_followers_hear_o
     mem.create_session(session_id="stays", tenant_id="acme")
     mem.delete_session(sid)
     events = list(mem.events(since=start))
-    naming = [e.kind for e in events if e.session_id == "gone"]
+    naming = [e.kind for e in events if e.session_id == sid]  # the tenant's key for "gone"
     assert naming == ["session.forgotten"]  # its created/appended events went with it
     removed = [e for e in events if e.kind == "note.removed"]
     assert [e.subject_id for e in removed] == [note.id] and removed[0].session_id is None
@@ -239,7 +239,7 @@ def test_forget_leaves_one_marker_that_pruning_removes_and_late_followers_hear_o
     assert store.prune_events() == 0  # type: ignore[attr-defined]
     later = time.time() + 2 * 3600
     assert store.prune_events(later) == 1  # type: ignore[attr-defined]
-    assert all(e.session_id != "gone" for e in mem.events(since=0))
+    assert all(e.session_id != sid for e in mem.events(since=0))
     # a follower that stopped before the pruned marker is told it missed events
     replay = list(mem.events(since=start))
     assert replay[0].kind == LOST and replay[0].id == start
