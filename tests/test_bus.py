@@ -14,6 +14,7 @@ import pytest
 
 from memlane import Memory
 from memlane.bus.bell import Doorbell
+from memlane.errors import NotFoundError
 from memlane.store.events import ChangeEvent
 
 ENV_SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -205,6 +206,52 @@ def test_redis_hot_cache_is_shared_expires_and_drops_by_tag(valkey_server: str) 
     assert b.stats()["hits"] >= 1
     for cache in (a, b, other):
         cache.close()
+
+
+def test_windows_are_shared_through_valkey_and_never_stale(tmp_path: Path, valkey_server: str) -> None:
+    from memlane.bus.redis_bus import redis_client
+
+    target = str(tmp_path / "m.db")
+    prefix = "winshare"
+    with Memory(target, embedder="none", redis_url=valkey_server, redis_prefix=prefix) as a, \
+            Memory(target, embedder="none", redis_url=valkey_server, redis_prefix=prefix) as b:
+        sid = a.create_session(session_id="w1", system_prompt="be brief")
+        for i in range(5):
+            a.add(sid, f"line {i}", role="user")
+        first = a.window(sid, 500)
+        assert a.stats()["hot_cache"] == {"window_hits": 0, "window_misses": 1}
+        got = b.window(sid, 500)  # B never read this session: served from what A stored
+        assert b.stats()["hot_cache"] == {"window_hits": 1, "window_misses": 0}
+        assert [m.to_dict() for m in got.messages] == [m.to_dict() for m in first.messages]
+        assert got.tokens == first.tokens and got.messages[0].role == "system"
+        assert b.window(sid, 40).tokens <= 40  # another budget is another entry
+        assert b.stats()["hot_cache"]["window_misses"] == 1
+
+        a.add(sid, "appended on A", role="user")
+        after = b.window(sid, 500)
+        assert after.messages[-1].content == "appended on A"
+        assert b.stats()["hot_cache"]["window_hits"] == 1  # the append moved the key: a miss
+        from memlane.server.metrics import Metrics
+
+        scraped = Metrics(b).render().decode()
+        assert 'memlane_hot_cache_windows_total{outcome="hits"} 1.0' in scraped
+        assert 'memlane_hot_cache_windows_total{outcome="misses"} 2.0' in scraped
+
+        admin = redis_client(valkey_server)
+        assert any(sid.encode() in k for k in admin.scan_iter(f"{prefix}:*"))
+        a.delete_session(sid)
+        left = [k for k in admin.scan_iter(f"{prefix}:*") if sid.encode() in k]
+        assert left == []  # nothing of the forgotten session stays in Valkey
+        with pytest.raises(NotFoundError):
+            b.window(sid, 500)
+        again = a.create_session(session_id="w1")  # same name, fresh history
+        a.add(again, "fresh", role="user")
+        assert [m.content for m in b.window(again, 500).messages] == ["fresh"]
+        gone = a.add(again, "secret", role="user")
+        assert b.window(again, 500).messages[-1].content == "secret"
+        a.forget_messages([gone.id or 0])
+        assert [m.content for m in b.window(again, 500).messages] == ["fresh"]
+        admin.close()
 
 
 def test_redis_url_is_checked_when_settings_are_read(tmp_path: Path) -> None:

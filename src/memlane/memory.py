@@ -196,6 +196,8 @@ class Memory:
         self._closers: list[tuple[Callable[[], None], Callable[[], None] | None]] = []
         self._bus: EventBus | None = None
         self._hot_cache: RedisCache | None = None
+        #: Windows served from (hits) or not found in (misses) the shared hot cache.
+        self.hot_window_counts = {"hits": 0, "misses": 0}
         self._bus_lock = threading.Lock()
         self._pending: deque[tuple[str, list[Message], TurnRecord | None]] = deque()
         self._pending_lock = threading.Lock()
@@ -393,6 +395,8 @@ class Memory:
             parts.recall.drop_cached()
         if sid is None:
             return
+        if event.kind != "message.appended":  # an append moves the window's key; others may not
+            self._drop_hot([sid])
         if parts.built("summaries") and parts.summaries is not None:
             parts.summaries.drop_cached(sid)
         if event.kind == "session.forgotten":
@@ -585,11 +589,23 @@ class Memory:
         for sid in request.session_ids:
             self._count_encodings.pop(sid)
             self._notify_forget(sid, None)
+        touched = set(request.session_ids)
         if request.message_ids:
             msgs = self.store.get_messages(request.message_ids)
             for sid in sorted({m.session_id for m in msgs} - set(request.session_ids)):
                 self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
-        return self.store.erase(request)
+            touched |= {m.session_id for m in msgs}
+        counts = self.store.erase(request)
+        self._drop_hot(touched)  # after the rows went: nothing can refill from them
+        return counts
+
+    def _drop_hot(self, session_ids: Iterable[str]) -> None:
+        """Drop the shared hot cache's entries of these sessions, for every instance."""
+        hot = self.hot_cache if self.settings.redis_url else None
+        if hot is not None:
+            from memlane.hot_windows import session_tag
+
+            hot.invalidate(*(session_tag(sid) for sid in sorted(session_ids)))
 
     def _settle_before_erase(self, session_ids: set[str], message_ids: set[int]) -> None:
         """Make sure no background work writes derived data of rows about to be erased."""
@@ -1241,8 +1257,38 @@ class Memory:
         budget = check_max_tokens(max_tokens if max_tokens is not None else self.settings.max_history_tokens)
         if not self.enabled:
             return Window()
+        hot = self.hot_cache
+        if hot is not None:
+            self.sync_caches()  # events of other instances drop what they made stale first
         session = self.get_session(session_id)
         counter = get_counter(model) if model else self.counter
+        key = None
+        if hot is not None:
+            from memlane.hot_windows import decode_window, window_key
+
+            key = window_key(session, budget, counter.name, include_system_prompt=include_system_prompt)
+            raw = hot.get(key)
+            if raw is not None:
+                self.hot_window_counts["hits"] += 1
+                return decode_window(raw)
+            self.hot_window_counts["misses"] += 1
+        win, whole = self._read_window(session, budget, counter, include_system_prompt=include_system_prompt)
+        if hot is not None and key is not None and whole:  # a read that lost rows is not kept
+            from memlane.hot_windows import WINDOW_TTL_SECONDS, encode_window, session_tag
+
+            hot.set(key, encode_window(win), ttl_seconds=WINDOW_TTL_SECONDS, tags=[session_tag(session.id)])
+            # A forget that finished while this window was read has dropped the tag already;
+            # take back the entry this read just made of the rows it erased.
+            now = self.store.get_session(session.id)
+            if now is None or (now.message_count, now.updated_at) != (session.message_count, session.updated_at):
+                hot.delete(key)
+        return win
+
+    def _read_window(
+        self, session: Session, budget: int, counter: TokenCounter, *, include_system_prompt: bool
+    ) -> tuple[Window, bool]:
+        """The window read from the store (what :meth:`window` caches), and whether every
+        row could be read (fail-open reads that skipped some are not cached)."""
         system: Message | None = None
         reserved = 0
         if include_system_prompt and session.system_prompt:
@@ -1265,9 +1311,12 @@ class Memory:
             # Only when the bad row cannot be located (not a messages row with an id).
             log.exception("corrupted history in session %s; continuing without it", session.id)
             win = Window(notes=["history could not be read (corrupted); sent without it"])
+            whole = False
+        else:
+            whole = not win.skipped_ids
         if system is not None:
             win.messages.insert(0, system)
-        return win
+        return win, whole
 
     def get_recent_messages(
         self, session_id: str, max_tokens: int | None = None, *, model: str | None = None
@@ -1465,6 +1514,9 @@ class Memory:
         self.parts.build_all()
         if self.cache_sync is not None:
             out["cache_sync"] = self.cache_sync.to_dict()
+        if self._hot_cache is not None:
+            out["hot_cache"] = {"window_hits": self.hot_window_counts["hits"],
+                                "window_misses": self.hot_window_counts["misses"]}
         if self.enabled and self.store.response_cache() is not None:
             out["response_cache"] = self._responses().stats()
         for hook in self.parts.stats_hooks:

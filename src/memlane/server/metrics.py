@@ -50,6 +50,21 @@ class ResponseCacheCollector(Collector):
                            ("saved_seconds", "Model time saved by response cache hits."),
                            ("saved_tokens", "Packet tokens not sent to a model thanks to cache hits.")):
             yield CounterMetricFamily(f"memlane_response_cache_{name}", what, value=counts[name])
+class HotCacheCollector(Collector):
+    """This instance's window reads through the shared hot cache (``redis_url``), by outcome."""
+
+    def __init__(self, mem: Memory) -> None:
+        self.mem = mem
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily("memlane_hot_cache_windows",
+                                     "Window reads through the shared hot cache, by outcome.",
+                                     labels=["outcome"])
+        for outcome, count in self.mem.hot_window_counts.items():
+            family.add_metric([outcome], count)
+        yield family
+
+
 def _backlog_reader(mem: Memory, kind: str) -> Callable[[], float]:
     """One kind of ``mem.backlog()``: counted when scraped (an indexed range count each)."""
 
@@ -90,6 +105,7 @@ class Metrics:
         self.backlog.set_function(_backlog_reader(mem, "vectors"))
         mem.add_observer(self._on_stored)
         self.registry.register(ResponseCacheCollector(mem))
+        self.registry.register(HotCacheCollector(mem))
 
     def _on_stored(self, session: Session, stored: list[MemMessage]) -> None:
         self.messages.inc(len(stored))

@@ -1,0 +1,58 @@
+"""Windows kept in the shared hot cache (Redis/Valkey at ``redis_url``) for every instance.
+
+An entry's key names the session's state when it was made (message count, last change,
+system prompt) and every argument of the read, so a stale entry is never looked up: a
+write moves the key. Entries are also tagged with the session, so a forget, which may
+leave the count where it was, drops them everywhere (:func:`session_tag`); change events
+of the session do the same on the instances that hear of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from memlane.context.window import Window
+from memlane.models import Session
+
+__all__ = ["WINDOW_TTL_SECONDS", "decode_window", "encode_window", "session_tag", "window_key"]
+
+#: Entries never go stale (the key moves), so the TTL only bounds what the server keeps.
+WINDOW_TTL_SECONDS = 3600.0
+#: Bump when the stored shape changes: old entries are then never read.
+_FORMAT = 1
+
+
+def session_tag(session_id: str) -> str:
+    return f"session:{session_id}"
+
+
+def window_key(session: Session, budget: int, encoding: str, *, include_system_prompt: bool) -> str:
+    """The key of a window of ``session`` as it is now, for these arguments."""
+    state = [
+        _FORMAT, session.tenant_id, session.message_count, session.updated_at.isoformat(),
+        session.system_prompt if include_system_prompt else None, budget, encoding,
+    ]
+    digest = hashlib.sha256(json.dumps(state, default=str).encode()).hexdigest()[:32]
+    return f"window:{session.id}:{digest}"
+
+
+def encode_window(win: Window) -> bytes:
+    body: dict[str, Any] = {
+        "messages": [m.to_dict() for m in win.messages], "tokens": win.tokens,
+        "truncated": win.truncated, "exhausted": win.exhausted, "notes": win.notes,
+        "skipped_ids": win.skipped_ids,
+    }
+    return json.dumps(body).encode()
+
+
+def decode_window(raw: bytes) -> Window:
+    from memlane.client import message_from_dict  # the API's own parser of message dicts
+
+    body = json.loads(raw)
+    return Window(
+        messages=[message_from_dict(m) for m in body["messages"]], tokens=int(body["tokens"]),
+        truncated=bool(body["truncated"]), exhausted=bool(body["exhausted"]),
+        notes=list(body["notes"]), skipped_ids=[int(i) for i in body["skipped_ids"]],
+    )
