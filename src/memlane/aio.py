@@ -153,6 +153,7 @@ class AsyncMemory(_OffLoop[Memory]):
     import_sessions = _off_loop(Memory.import_sessions)
     flush = _off_loop(Memory.flush)
     stats = _off_loop(Memory.stats)
+    backlog = _off_loop(Memory.backlog)
     start_background_work = _off_loop(Memory.start_background_work)
 
 

@@ -60,6 +60,7 @@ IN_PROCESS: dict[str, str] = {
     "subscribe": "a callback per change event, on a thread of this process (over HTTP: GET /v1/events)",
     "bus": "the event bus between instances (doorbells: NOTIFY, data_version, Redis)",
     "hot_cache": "the cache instances share through Redis/Valkey (redis_url), or None",
+    "backlog": "derived work this store still owes, by kind (over HTTP: backlog_vectors in stats and /metrics)",
     "extensions": "deprecated string-keyed view of mem.parts (warns; use mem.parts)",
 }
 
