@@ -67,6 +67,7 @@ LOCAL_ONLY: dict[str, str] = {
     "bus": "the event bus wires the server's own instances together",
     "sync_caches": "the server's own caches follow the outbox before its reads; a client keeps none",
     "hot_cache": "the server's shared cache (redis_url in its settings), not a caller's",
+    "backlog": "the server's own background work; its stats() and /metrics carry backlog_vectors",
     "background_work_started": "the server starts its background work itself",
     "start_background_work": "the server starts its background work itself when it starts",
     "sessions": "the SessionManager object lives in the server process (its calls are "
