@@ -27,13 +27,14 @@ CORE = frozenset({
     "memlane.errors", "memlane.models", "memlane.tokens", "memlane.text", "memlane.ports",
     "memlane.apikeys", "memlane.config", "memlane.lru", "memlane.notes.models", "memlane.language",
     "memlane.items", "memlane.patterns", "memlane.seed_config", "memlane.bilingual", "memlane.validation",
-    "memlane.scoping",
+    "memlane.scoping", "memlane.compounds",
 })
 ADAPTERS = ("memlane.store", "memlane.bus", "memlane.sealing", "memlane.search.embedders", "memlane.search.minilm_w8a8", "memlane.search.matrix")
 FEATURES = ("memlane.context", "memlane.state", "memlane.search", "memlane.notes", "memlane.rooms")
 FACADE = frozenset({
     "memlane", "memlane.memory", "memlane.client", "memlane.components", "memlane.parts",
     "memlane.transfer", "memlane.aio", "memlane.surface", "memlane.resume", "memlane.cache_sync",
+    "memlane.hot_windows",
 })
 LAYER_NAMES = ("core", "adapters", "features", "facade", "edges")
 

@@ -27,7 +27,7 @@ from memlane.errors import InvalidInputError, StorageError
 from memlane.store import sqlite_driver
 from memlane.store.sqlite import replay_erasures
 from memlane.store.sqlite_schema import MIGRATIONS
-from memlane.store.sqlite_vectors import files_dir
+from memlane.store.vector_paths import files_dir
 
 __all__ = ["BackupReport", "backup_database", "check_database", "restore_database"]
 

@@ -46,6 +46,7 @@ from memlane.errors import InvalidInputError
 from memlane.models import MessageFilter
 from memlane.ports import EMBEDDED_ROLES, ModelInfo
 from memlane.store.sqlite_rows import DIALECT, _message_where  # one definition of the filters
+from memlane.store.vector_paths import files_dir
 from memlane.store.vector_rules import (
     META_KEYS,
     check_claim,
@@ -65,12 +66,7 @@ if TYPE_CHECKING:
     from memlane.store.sqlite import SQLiteStore
     from memlane.store.vector_files import Base, FileSink, MemorySink, VectorFiles
 
-__all__ = ["TAIL_ROWS", "SQLiteVectorIndex", "files_dir"]
-
-
-def files_dir(db_path: str) -> str:
-    """Where the vector index files of the SQLite database at ``db_path`` live."""
-    return db_path + "-vectors"
+__all__ = ["TAIL_ROWS", "SQLiteVectorIndex"]
 
 
 log = logging.getLogger(__name__)

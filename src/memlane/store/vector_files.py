@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memlane.search.matrix import ERASED, Segment, Sessions, quantize
-from memlane.store.sqlite_vectors import files_dir
+from memlane.store.vector_paths import files_dir
 
 __all__ = ["Base", "FileSink", "MemorySink", "VectorFiles"]
 
