@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from memlane import Memory
 
@@ -34,17 +35,22 @@ print(json.dumps({"modules": before_close, "after_close": sorted(sys.modules), "
 """
 
 
-def _run(tmp_path: Path, db: Path) -> dict[str, list[str]]:
-    script = tmp_path / "write_and_window.py"
-    script.write_text(SCRIPT)
+def _run_script(tmp_path: Path, name: str, text: str, db: Path) -> tuple[Any, str]:
+    """Run ``text`` as a fresh process on ``db`` (no config, a private HOME): its JSON and stderr."""
+    script = tmp_path / name
+    script.write_text(text)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
            "HOME": str(tmp_path), "MEMLANE_CONFIG": str(tmp_path / "none.yaml")}
     proc = subprocess.run([sys.executable, str(script), str(db)], env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr == ""
-    out: dict[str, list[str]] = json.loads(proc.stdout)
-    return out
+    return json.loads(proc.stdout), proc.stderr
+
+
+def _run(tmp_path: Path, db: Path) -> dict[str, list[str]]:
+    out, stderr = _run_script(tmp_path, "write_and_window.py", SCRIPT, db)
+    assert stderr == ""
+    return out  # type: ignore[no-any-return]
 
 
 def test_a_write_and_window_process_loads_no_model_and_no_vectors(tmp_path: Path) -> None:
@@ -85,14 +91,7 @@ def test_deleting_in_a_write_only_process_loads_no_model(tmp_path: Path) -> None
     """An erase drains background work only when it runs: a process that writes and
     deletes must not load the embedding model and embed the whole log to delete a row."""
     db = tmp_path / "erase.db"
-    script = tmp_path / "write_and_erase.py"
-    script.write_text(ERASE_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
-           "HOME": str(tmp_path), "MEMLANE_CONFIG": str(tmp_path / "none.yaml")}
-    proc = subprocess.run([sys.executable, str(script), str(db)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
+    out, _ = _run_script(tmp_path, "write_and_erase.py", ERASE_SCRIPT, db)
     assert out["deleted"] is True and out["popped"] == "keep answer 9: every 15 minutes from Cais do Sodre."
     assert out["started"] is False
     for name in MODEL_AND_VECTORS:
