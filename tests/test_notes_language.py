@@ -5,12 +5,16 @@
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import psycopg
 import pytest
 
 from memlane import Memory
+from memlane.cli.main import main
 from memlane.models import utcnow
 from memlane.notes.gate import PromotionGate
 from memlane.notes.models import NoteCandidate
@@ -18,6 +22,9 @@ from memlane.ports import NoteFilter
 from memlane.store import sqlite_driver
 from memlane.store.sqlite_schema import MIGRATIONS
 from tests.pg_fixture import fresh_pg_memory
+
+if TYPE_CHECKING:
+    from memlane.store.pg_embedded import EmbeddedPostgres
 
 ANCHOR = "@jan:matrix.org"
 NOTES = [
@@ -101,3 +108,47 @@ def test_postgres_notes_are_stemmed_in_their_language(pg_url: str) -> None:
     with fresh_pg_memory(pg_url, embedder="hashing", anchor_id=ANCHOR, anchor_name="JanHein") as m:
         _write_notes(m)
         _assert_found(m)
+
+
+@pytest.mark.postgres
+def test_postgres_notes_written_before_migration_15_are_judged_on_upgrade(pg_server: EmbeddedPostgres) -> None:
+    """Built at the schema before migration 15, then opened by this memlane: the German
+    notes are judged German (migration 17) and found by inflected German queries."""
+    from memlane.store.postgres_schema import MIGRATIONS as PG_MIGRATIONS
+
+    name = f"notes_pre15_{uuid.uuid4().hex[:8]}"
+    url = pg_server.create_database(name)
+    try:
+        # a store at the schema before migration 15: notes have no language, tsv is English
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                         "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            for version in sorted(v for v in PG_MIGRATIONS if v < 15):
+                conn.execute(PG_MIGRATIONS[version][1].encode())
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                             (version, PG_MIGRATIONS[version][0]))
+            for text in NOTES:
+                conn.execute("INSERT INTO notes (user_id, kind, text, valid_from, created_at, updated_at) "
+                             "VALUES (%s, 'fact', %s, now(), now(), now())", (ANCHOR, text))
+            stemmed = conn.execute("SELECT count(*) FROM notes WHERE tsv @@ 'datenbank'::tsquery").fetchone()
+            assert stemmed == (0,)  # English stems: "Datenbanken" matches only itself
+        mem = Memory(url, embedder="none", anchor_id=ANCHOR, anchor_name="JanHein")  # upgrades
+        try:
+            assert mem.store.schema_versions() == sorted(PG_MIGRATIONS)  # type: ignore[attr-defined]
+            langs = mem.store.read("SELECT lang FROM notes ORDER BY id")  # type: ignore[attr-defined]
+            assert [r[0] for r in langs] == ["de", "de", "en"]
+            _assert_found(mem)
+            # a note left without a language later (raw SQL) is judged by `memlane reindex`
+            mem.store.write(lambda c: c.execute("UPDATE notes SET lang = NULL"))  # type: ignore[attr-defined]
+            hits = mem.parts.notes.store.search_notes("Welche Datenbank?", NoteFilter(user_id=ANCHOR), limit=3)
+            assert hits == []
+        finally:
+            mem.close()
+        main(["reindex", "--store", url, "--embedder", "none"])  # the command a user runs
+        again = Memory(url, embedder="none", anchor_id=ANCHOR, anchor_name="JanHein")
+        try:
+            _assert_found(again)
+        finally:
+            again.close()
+    finally:
+        pg_server.drop_database(name)

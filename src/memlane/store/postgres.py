@@ -20,6 +20,7 @@ Why these choices:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -66,7 +67,7 @@ from memlane.store.pg_rows import (
     row_to_session,
 )
 from memlane.store.pg_search import EXACT_STATS_BELOW, Bm25Index, fts5_idf, tsquery_literal
-from memlane.store.postgres_schema import KEYWORD_INDEXES, MIGRATIONS, OPTIONAL
+from memlane.store.postgres_schema import KEYWORD_INDEXES, MIGRATIONS, NOTE_LANGUAGES, OPTIONAL
 from memlane.store.records import SqlRecords
 from memlane.store.rows import encode_item
 from memlane.store.sql_reads import SqlReads
@@ -357,6 +358,9 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
                     continue
                 name, script = MIGRATIONS[version]
                 conn.execute(script.encode())  # several statements: simple query protocol
+                if version == NOTE_LANGUAGES:
+                    while _judge_languages(conn, "notes", "text"):
+                        pass
                 conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
                 )
@@ -695,9 +699,13 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
         return self._keywords.search(self, query, flt, limit)
 
     def rebuild_keyword_index(self) -> int:
-        """Judge the language of rows written before migration 10 (their tsvector follows),
-        then rebuild the GIN index itself (the tsvector is generated, so it cannot drift)."""
-        self._judge_languages()
+        """Judge the language of rows written without one (messages before migration 10,
+        notes before 15: their tsvector follows), then rebuild the GIN index itself (the
+        tsvector is generated, so it cannot drift)."""
+        for table, column in (("messages", "content"), ("notes", "text")):
+            # a batch per transaction: each update rewrites the row and its index entries
+            while self.write(functools.partial(_judge_languages, table=table, column=column)):
+                pass
 
         def run(conn: Conn) -> int:
             found = conn.execute(
@@ -713,19 +721,6 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
         count = self.write(run)
         self._keywords.clear()
         return count
-
-    def _judge_languages(self, batch: int = 2000) -> None:
-        """Set ``lang`` where it is NULL, a batch per transaction (each update rewrites the row)."""
-        while True:
-            rows = self.read("SELECT id, content FROM messages WHERE lang IS NULL ORDER BY id LIMIT %s", (batch,))
-            if not rows:
-                return
-            judged: list[tuple[str, int]] = [(detect_language(content), int(mid)) for mid, content in rows]
-
-            def run(conn: Conn, judged: list[tuple[str, int]] = judged) -> None:
-                conn.cursor().executemany("UPDATE messages SET lang = %s WHERE id = %s", judged)
-
-            self.write(run)
 
     # ------------------------------------------------------------ derived
 
@@ -840,6 +835,21 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
         self._closed = True
         self._session_locks.close()
         self._pool.close()
+
+
+def _judge_languages(conn: Conn, table: str, column: str, batch: int = 2000) -> int:
+    """Set ``lang`` of up to ``batch`` rows of ``table`` that have none; how many were set."""
+    ident = sql.Identifier(table)
+    rows = conn.execute(
+        sql.SQL("SELECT id, {} FROM {} WHERE lang IS NULL ORDER BY id LIMIT %s").format(sql.Identifier(column), ident),
+        (batch,),
+    ).fetchall()
+    if rows:
+        conn.cursor().executemany(
+            sql.SQL("UPDATE {} SET lang = %s WHERE id = %s").format(ident),
+            [(detect_language(text), int(row_id)) for row_id, text in rows],
+        )
+    return len(rows)
 
 
 def _extension_usable(conn: Conn, name: str) -> bool:

@@ -522,7 +522,19 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         END $$;
         """,
     ),
+    17: (
+        "language of notes written before migration 15",
+        # Notes written before migration 15 kept lang NULL and so stayed indexed as English
+        # ("Datenbanken" matched only itself). SQLite's migration 15 judges them in SQL
+        # (memlane_language); PostgreSQL cannot run memlane's language detector, so the
+        # store judges them in Python right after this marker, in the same transaction
+        # (NOTE_LANGUAGES). `memlane reindex` judges any left without a language later.
+        "SELECT 1",
+    ),
 }
+
+#: The migration the store completes in Python: judging the language of older notes.
+NOTE_LANGUAGES = 17
 
 #: Migrations that need an extension: skipped (and retried on the next start) when the
 #: server cannot provide it, instead of failing the whole store. Nothing later may
