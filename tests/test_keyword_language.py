@@ -13,7 +13,7 @@ import pytest
 
 from memlane.cli.main import main
 from memlane.eval.samelang import run_recall_eval
-from memlane.language import keyword_stems, keyword_text
+from memlane.language import index_parts, keyword_stems, keyword_text, stem
 from memlane.models import Message, MessageFilter, Session
 from memlane.store import SQLiteStore, sqlite_driver
 from memlane.store.base import Store
@@ -62,7 +62,8 @@ def store(tmp_path: Path) -> Iterator[SQLiteStore]:
 
 
 def test_index_text_is_stemmed_in_the_message_language() -> None:
-    assert keyword_text("Die Datenbanken, die Größe", "de") == "die datenbank die gross"
+    # a German compound is followed by its parts: "Datenbank|en" -> "daten", "bank"
+    assert keyword_text("Die Datenbanken, die Größe", "de") == "die datenbank dat bank die gross"
     assert keyword_text("self-care, Caroline’s", "en") == "self care carolin s"  # FTS5's token parts
     assert keyword_text("painted fences", "en") == "paint fenc"
     assert keyword_text("painted fences", None) == "paint fenc"  # unknown: English
@@ -106,15 +107,21 @@ def test_a_program_without_the_functions_cannot_change_messages(store: SQLiteSto
     assert _found(store, "Datenbank") == [GERMAN[0]]
 
 
+def _store_before(path: Path, version: int, conn: sqlite3.Connection | None = None) -> sqlite3.Connection:
+    """A store at ``path`` as memlane left it before migration ``version``, with session 's'."""
+    conn = conn or sqlite_driver.connect(str(path), None, isolation_level=None)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
+    for v in sorted(v for v in MIGRATIONS if v < version):
+        for statement in _split_sql(MIGRATIONS[v][1]):
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (v, MIGRATIONS[v][0]))
+    conn.execute("INSERT INTO sessions (id, user_id, created_at, updated_at, last_active_at) VALUES ('s', 'u', 0, 0, 0)")
+    return conn
+
+
 def test_a_store_written_before_migration_10_is_reindexed_when_opened(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    conn = sqlite_driver.connect(str(path), None, isolation_level=None)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
-    for version in sorted(v for v in MIGRATIONS if v < 10):
-        for statement in _split_sql(MIGRATIONS[version][1]):
-            conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (version, MIGRATIONS[version][0]))
-    conn.execute("INSERT INTO sessions (id, user_id, created_at, updated_at, last_active_at) VALUES ('s', 'u', 0, 0, 0)")
+    conn = _store_before(path, 10)
     for text in GERMAN + ENGLISH:
         conn.execute("INSERT INTO messages (session_id, role, content, created_at) VALUES ('s', 'user', ?, 0)", (text,))
     # the old porter index cannot match German word forms
@@ -167,3 +174,67 @@ def test_recall_eval_refuses_a_pair_without_language(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidInputError, match="language"):
         run_recall_eval(path, embedder="none")
+
+
+# ----------------------------------------------------------- German compounds in the index
+
+COMPOUNDS = [
+    "Die Datenbanksicherung läuft jede Nacht um drei Uhr.",
+    "Unser Stromanbieter hat die Preise erhöht.",
+    "The database backup runs every night.",
+]
+
+
+def test_the_index_holds_a_german_compounds_parts_beside_it() -> None:
+    assert keyword_text("Datenbanksicherung", "de") == "datenbanksicher datenbank sicher"
+    # English text is never split by German word frequencies ("under|standing")
+    assert keyword_text("understanding", "en") == "understand"
+
+
+def test_a_question_naming_the_parts_finds_the_stored_compound(store: SQLiteStore) -> None:
+    store.create_session(Session(id="s", user_id="u"))
+    store.append("s", [Message(role="user", content=c) for c in COMPOUNDS])
+    assert _found(store, "Wann läuft die Sicherung der Datenbank?")[:1] == [COMPOUNDS[0]]
+    assert _found(store, "Welcher Anbieter für Strom?")[:1] == [COMPOUNDS[1]]
+    assert _found(store, "Datenbanksicherung") == [COMPOUNDS[0]]  # the whole word still matches
+    store.delete_messages([1])
+    assert _found(store, "Sicherung der Datenbank") == []
+    store.write(lambda c: c.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"))
+
+
+def _stems_before_migration_16(text: str | None, language: str | None) -> str:
+    """memlane_stems() as migration 15 left it: no compound parts."""
+    lng = "de" if language == "de" else "en"
+    return " ".join(stem(t, lng) for t in index_parts(text or ""))
+
+
+def test_a_store_indexed_before_migration_16_is_reindexed_so_deletes_stay_exact(tmp_path: Path) -> None:
+    """The delete trigger takes out what memlane_stems() gives now; a row indexed without
+    its parts must be indexed again first, or FTS5's index no longer matches its text."""
+    path = tmp_path / "old.db"
+    conn = sqlite_driver.connect(str(path), None, isolation_level=None)
+    conn.create_function("memlane_stems", 2, _stems_before_migration_16, deterministic=True)
+    conn = _store_before(path, 16, conn)
+    for text in COMPOUNDS:
+        conn.execute("INSERT INTO messages (session_id, role, content, lang, created_at) VALUES ('s', 'user', ?, ?, 0)",
+                     (text, "en" if text.startswith("The") else "de"))
+    assert conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'sicher'").fetchone()[0] == 0
+    conn.close()
+    s = SQLiteStore(path)
+    try:
+        assert s.schema_versions() == sorted(MIGRATIONS)
+        assert _found(s, "Sicherung der Datenbank")[:1] == [COMPOUNDS[0]]
+        s.delete_messages([1])
+        s.write(lambda c: c.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"))
+        assert _found(s, "Anbieter")[:1] == [COMPOUNDS[1]]
+    finally:
+        s.close()
+
+
+def test_bench_stems_times_both_sides_on_the_same_messages() -> None:
+    from memlane.bench_language import format_table, run_stems_bench
+
+    result = run_stems_bench(messages=200)
+    for side in ("cold", "warm"):
+        assert result[side]["with_parts"]["p50_us"] > 0 and result[side]["without_parts"]["p50_us"] > 0
+    assert "+" in format_table(result) and result["words_per_message"] > 3

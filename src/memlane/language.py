@@ -6,13 +6,14 @@ agree on what a word is and which language a message is in:
 
 * :func:`words` - the one word tokenizer (letters and digits, inner apostrophes and
   hyphens kept: "don't", "e-mail", "/var/log" -> "var", "log").
-* :data:`STOPWORDS_EN`, :data:`STOPWORDS_DE`, :data:`STOPWORDS` - the one stopword source.
+* :data:`STOPWORDS_EN`, :data:`STOPWORDS_DE`, :data:`STOPWORDS` - the one stopword source
+  (defined in memlane.stopwords, re-exported here).
 * :func:`detect_language` - ``py3langid`` (a maintained langid.py fork, 4 MB, ~0.5 ms a
   call) restricted to English and German; short or unclear text keeps the caller's default.
 * :func:`stem` / :func:`stems` - Snowball (``snowballstemmer``, in C through ``PyStemmer``)
   for English and German.
 * :func:`keyword_text` / :func:`keyword_stems` - what the keyword index stores for a message
-  (each word's stem in the message's language) and the stems a query word is looked up by
+  (each word's stem in the message's language, a German compound's parts beside it) and the stems a query word is looked up by
   (its stem in either language, so a message whose language was misjudged is still found).
 * :func:`sentences` - ``pysbd`` rule-based sentence splitting; code spans stay whole.
 
@@ -27,6 +28,9 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+
+from memlane.compounds import compound_parts
+from memlane.stopwords import FILLER_DE, FILLER_EN, STOPWORDS, STOPWORDS_DE, STOPWORDS_EN
 
 __all__ = [
     "FILLER_DE",
@@ -46,6 +50,7 @@ __all__ = [
     "sentences",
     "stem",
     "stems",
+    "with_compound_parts",
     "words",
 ]
 
@@ -55,70 +60,6 @@ LANGUAGES: tuple[Language, ...] = ("en", "de")
 #: A word: letters or digits, with inner apostrophes or hyphens ("don't", "e-mail").
 _WORD_RE = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*", re.UNICODE)
 
-#: Function words: left out of keyword queries (BM25 would reward "the" and "und") and
-#: counted by the language fallback for texts too short for character n-grams.
-STOPWORDS_EN: frozenset[str] = frozenset(
-    """
-    a about above after again against all am an and any are aren't as at be because been before
-    being below between both but by can can't cannot could couldn't did didn't do does doesn't
-    doing don't down during each few for from further had hadn't has hasn't have haven't having
-    he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm
-    i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor not
-    of off on once only or other ought our ours ourselves out over own same shan't she she'd
-    she'll she's should shouldn't so some such than that that's the their theirs them themselves
-    then there there's these they they'd they'll they're they've this those through to too under
-    until up very was wasn't we we'd we'll we're we've were weren't what what's when when's
-    where where's which while who who's whom why why's with won't would wouldn't you you'd
-    you'll you're you've your yours yourself yourselves also just really yeah yes ok okay oh hey
-    hi wow did does do done get got go going went would will shall may might must
-    """.split()
-)
-
-STOPWORDS_DE: frozenset[str] = frozenset(
-    """
-    der die das den dem des ein eine einer eines einem einen und oder aber ich du er sie es wir
-    ihr mich dich sich uns euch mir dir ihm ihn ihnen ist sind war waren bin bist seid sein
-    haben hat hatte hatten habe hast nicht kein keine keinen mit von zu zum zur im in an am auf
-    aus bei nach vor für über unter um als wie wo was wer wenn dass daß so auch noch nur schon
-    ja nein doch mal dann denn sehr hier da dort dieser diese dieses jetzt
-    mein meine meinen meinem meiner meines dein deine deinen deinem deiner ihre ihren ihrem ihrer
-    seine seinen seinem seiner unser unsere unseren unserem euer eure
-    """.split()
-)
-
-#: Words that carry no topic in chat ("really", "thing", "planen", "heute") on top of the
-#: function words: they end a keyphrase, but a keyword query keeps them.
-FILLER_EN: frozenset[str] = frozenset(
-    """
-    almost although always among another anybody anyone anything anyway anyways anywhere around
-    away back became become either else enough etc even ever every everybody everyone everything
-    gets getting goes gone gotten however it'd it'll least less let lets like made make makes
-    making many maybe mine much neither never next nobody none nothing now often one ones onto
-    others otherwise per perhaps please quite rather said say says see seem seemed seems several
-    since somebody someone something sometimes somewhat soon still sure therefore thing things
-    though thus till together toward towards upon us via way well whatever whether whoever whole
-    whose within without yet
-    """.split()
-)
-
-FILLER_DE: frozenset[str] = frozenset(
-    """
-    alle allem allen aller alles also ander andere anderem anderen anderer anderes beim bis
-    dabei dadurch dafür dagegen daher damit daran darauf darum davon dazu dein deine deinem
-    deinen deiner denen dennoch deren deshalb dessen dies diesem diesen durch eben einige
-    einigen einiger einmal etwa etwas euer eure gab gar gegen gewesen gibt ging hab hin hinter
-    ihre ihrem ihren ihrer ihres immer ins jede jedem jeden jeder jedes jedoch jene kann kannst
-    keinem keiner konnte können könnte man manche mehr mein meine meinem meinen meiner meines
-    muss musste müssen nichts nun ob ohne seine seinem seinen seiner seit selbst sollen sollte
-    sondern sowie unser unsere viel vom warst weil weiter welche welchem welchen welcher welches
-    werde werden wieder will wird wirst wollen wollte würde würden zwar zwischen ganz gerne gern
-    halt eigentlich wirklich okay hallo danke bitte genau klar toll super kommen kommt komme
-    gehen geht gehe machen macht mache planen plant plane finden findet finde sagen sagt sage
-    glaube glaubt heute morgen gestern ok
-    """.split()
-)
-
-STOPWORDS: frozenset[str] = STOPWORDS_EN | STOPWORDS_DE
 # Words only one language uses: what decides a text too short for character n-grams.
 _EN_ONLY = (STOPWORDS_EN | FILLER_EN) - (STOPWORDS_DE | FILLER_DE)
 _DE_ONLY = (STOPWORDS_DE | FILLER_DE) - (STOPWORDS_EN | FILLER_EN)
@@ -315,7 +256,22 @@ def keyword_text(text: str, language: str | None) -> str:
     # FTS5 cuts "self-care" and "caroline's" at the hyphen and the apostrophe; stemming the
     # parts (not the whole, whose last part alone would lose its ending) keeps every index
     # term equal to the stem a query word gets.
-    return " ".join(_stemmer(lng).stemWords(index_parts(text)))
+    tokens = index_parts(text)
+    if lng == "de":
+        tokens = with_compound_parts(tokens)
+    return " ".join(_stemmer(lng).stemWords(tokens))
+
+
+def with_compound_parts(tokens: list[str]) -> list[str]:
+    """``tokens`` with each German compound followed by its parts ("datenbanksicherung",
+    "datenbank", "sicherung"): a question that names the parts ("Sicherung der Datenbank")
+    then finds the message that wrote the compound. The compound itself stays, so a query
+    for the whole word still matches it, and the document length grows only by the parts."""
+    out: list[str] = []
+    for token in tokens:
+        out.append(token)
+        out.extend(compound_parts(token))
+    return out
 
 
 #: What FTS5's unicode61 tokenizer calls a token: a run of letters and digits.

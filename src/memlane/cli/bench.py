@@ -140,7 +140,20 @@ def hotcache_cmd(
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 
+def stems_cmd(
+    messages: int = typer.Option(5000, "--messages", min=100, help="German messages to time per side."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """What the keyword index's German compound parts cost per message written (with vs without, one run)."""
+    from memlane.bench_language import format_table, run_stems_bench
+
+    with status("benchmarking keyword stems"):
+        result = run_stems_bench(messages)
+    print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
 def register(app: typer.Typer) -> None:
+    app.command("stems")(stems_cmd)
     app.command("caches")(caches_cmd)
     app.command("hotcache")(hotcache_cmd)
     app.command("erase")(erase_cmd)

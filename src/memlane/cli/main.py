@@ -186,7 +186,7 @@ def _eval_crosslingual(
 
 @eval_app.command("recall")
 def _eval_recall(
-    file: Path | None = typer.Argument(None, help="JSONL of same-language pairs (default: memlane's 140 EN/DE pairs)."),
+    file: Path | None = typer.Argument(None, help="JSONL of same-language pairs (default: memlane's 164 EN/DE pairs)."),
     embedder: str = typer.Option("minilm", "--embedder", help="Embedder spec of the hybrid run (none: keyword only)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:

@@ -519,4 +519,15 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         # store/session_scoping.py: sessions of tenants other than "default" move to their key
         scope_sessions_sql(separator="char(31)", position="instr", temp="CREATE TEMP TABLE"),
     ),
+    16: (
+        "keyword index holds German compounds' parts",
+        """
+        -- memlane_stems() now writes a German compound's parts beside it ("datenbanksicherung
+        -- datenbank sicherung", language.with_compound_parts), so "Sicherung der Datenbank"
+        -- finds "Datenbanksicherung". The triggers delete a row by the terms memlane_stems()
+        -- gives now: rows indexed before must be indexed again the same way first.
+        INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
+        INSERT INTO notes_fts(notes_fts) VALUES ('rebuild');
+        """,
+    ),
 }
