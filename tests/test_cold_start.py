@@ -15,6 +15,9 @@ from memlane import Memory
 #: What embedding and vector search bring in; a write-and-window process needs none of it.
 MODEL_AND_VECTORS = ("onnxruntime", "onnx", "tokenizers", "simsimd", "memlane.search.matrix",
                      "memlane.search.minilm_w8a8")
+#: What judging a language and stemming bring in (the keyword row is written after the
+#: message, SQLite migration 18), and the pydantic of the edges: none of it on a write.
+LANGUAGE_MODEL = ("numpy", "py3langid", "Stemmer", "snowballstemmer", "pydantic")
 
 SCRIPT = """
 import json, sys, threading
@@ -57,7 +60,7 @@ def test_a_write_and_window_process_loads_no_model_and_no_vectors(tmp_path: Path
     db = tmp_path / "cold.db"
     out = _run(tmp_path, db)
     assert out["window"][-1] == "answer 14: it leaves Rossio every 20 minutes."
-    for name in MODEL_AND_VECTORS:
+    for name in MODEL_AND_VECTORS + LANGUAGE_MODEL:
         assert name not in out["modules"], f"{name} was imported by writes and windows"
         assert name not in out["after_close"], f"{name} was imported when memory closed"
     assert not [t for t in out["threads"] if t.startswith(("memlane-indexer", "memlane-embed"))]

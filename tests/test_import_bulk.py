@@ -60,7 +60,8 @@ def test_a_kill_during_import_leaves_whole_sessions_and_the_rest_imports(tmp_pat
         expected = [json.loads(line)["content"] for line in export.read_text().splitlines()
                     if json.loads(line)["type"] == "message"]
         assert contents == expected  # nothing lost, nothing twice, in order
-        assert mem.backlog() == {"vectors": SESSIONS * PER_SESSION}  # left to background work
+        n = SESSIONS * PER_SESSION
+        assert mem.backlog() == {"keywords": n, "vectors": n}  # left to background work
         mem.flush()
-        assert mem.backlog() == {"vectors": 0}
+        assert mem.backlog() == {"keywords": 0, "vectors": 0}
         assert mem.search("Sintra Lisbon", top_k=3)

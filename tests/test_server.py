@@ -274,4 +274,5 @@ def test_backlog_of_background_work_is_in_metrics(api: TestClient, mem: Memory, 
     assert _gauge(api.get("/metrics").text, "memlane_backlog_vectors") == 30.0
     mem.flush()  # the server's background work catches up
     assert _gauge(api.get("/metrics").text, "memlane_backlog_vectors") == 0.0
-    assert mem.stats()["backlog_vectors"] == 0
+    assert _gauge(api.get("/metrics").text, "memlane_backlog_keywords") == 0.0
+    assert mem.stats()["backlog_vectors"] == 0 == mem.stats()["backlog_keywords"]

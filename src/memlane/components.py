@@ -108,6 +108,14 @@ def _wire_writes(mem: Memory) -> None:
             if engine is not None:
                 engine.note_authors(stored)
 
+    # Keyword rows of new messages (SQLite writes them after the message: migration 18):
+    # judged and indexed on a thread of their own once background work starts.
+    from memlane.search.keyword_backlog import KeywordBacklog
+
+    keywords = KeywordBacklog(store)
+    mem.add_observer(keywords.observe, derived=True, on_start=keywords.start)
+    mem.add_closer(keywords.stop)
+
     mem.add_observer(note_authors)
     mem.add_observer(wake_and_cap)
     mem.add_observer(reactivate)
@@ -154,16 +162,17 @@ def _make_recall(mem: Memory, embedder: Embedder | None, index: VectorIndex | No
 
 
 def _wire_backlog(mem: Memory, index: VectorIndex | None) -> None:
-    """Derived work a write leaves to the background (the vectors), counted in ``stats()``
+    """Derived work a write leaves to the background (keyword rows, vectors), counted in ``stats()``
     (``memlane stats``, ``/metrics``) and ``mem.backlog()`` while it waits."""
     from memlane.ports import EMBEDDED_ROLES
 
     parts, store = mem.parts, mem.store
 
     def backlog() -> dict[str, int]:
-        if index is None:
-            return {}
-        return {"vectors": max(0, store.count_with_text(EMBEDDED_ROLES) - index.count())}
+        counts = {"keywords": store.keyword_backlog()}
+        if index is not None:
+            counts["vectors"] = max(0, store.count_with_text(EMBEDDED_ROLES) - index.count())
+        return counts
 
     parts.backlog = backlog
     parts.stats_hooks.append(lambda: {f"backlog_{kind}": n for kind, n in backlog().items()})

@@ -1445,6 +1445,8 @@ class Memory:
         summaries, notes) and retry writes held in fail-open mode."""
         self.start_background_work()
         self._retry_pending()
+        if self.enabled:
+            self.store.index_pending_keywords()  # every stored message searchable by keyword
         self._drain_dispatcher(timeout)
         self.parts.flush(timeout)
 
@@ -1502,8 +1504,8 @@ class Memory:
             return self._bus
 
     def backlog(self) -> dict[str, int]:
-        """Derived work a write left to the background, by kind: messages whose vector
-        ("vectors") is not made yet. It shrinks while background work runs
+        """Derived work a write left to the background, by kind: messages not in the keyword
+        index yet ("keywords") and messages whose vector ("vectors") is not made yet. It shrinks while background work runs
         (:meth:`start_background_work`) and is 0 after :meth:`flush`."""
         count = self.parts.backlog if self.enabled else None
         return count() if count is not None else {}

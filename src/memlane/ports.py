@@ -212,13 +212,22 @@ class MessageLog(Protocol):
 
 @runtime_checkable
 class KeywordIndex(Protocol):
-    """Full-text (BM25) search over the log, kept in the log's own transaction."""
+    """Full-text (BM25) search over the log (written with the log, or just after it)."""
 
     def keyword_search(
         self, query: str, flt: MessageFilter, *, limit: int = 50
     ) -> list[KeywordHit]: ...
 
     def rebuild_keyword_index(self) -> int: ...
+
+    def keyword_backlog(self) -> int:
+        """Messages stored but not yet searchable by keyword (SQLite indexes them after the
+        write: ``index_pending_keywords``; PostgreSQL in the write's transaction: 0)."""
+        ...
+
+    def index_pending_keywords(self, limit: int | None = None) -> int:
+        """Index what ``keyword_backlog`` counts (up to ``limit``); how many it indexed."""
+        ...
 
 
 

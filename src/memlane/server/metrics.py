@@ -103,6 +103,11 @@ class Metrics:
             registry=self.registry,
         )
         self.backlog.set_function(_backlog_reader(mem, "vectors"))
+        self.keyword_backlog = Gauge(
+            "memlane_backlog_keywords", "Stored messages not yet in the keyword index (SQLite writes "
+            "their keyword row just after them).", registry=self.registry,
+        )
+        self.keyword_backlog.set_function(_backlog_reader(mem, "keywords"))
         mem.add_observer(self._on_stored)
         self.registry.register(ResponseCacheCollector(mem))
         self.registry.register(HotCacheCollector(mem))

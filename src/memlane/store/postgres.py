@@ -698,6 +698,12 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
     ) -> list[KeywordHit]:
         return self._keywords.search(self, query, flt, limit)
 
+    def keyword_backlog(self) -> int:
+        return 0  # the tsvector is generated in the write's own transaction
+
+    def index_pending_keywords(self, limit: int | None = None) -> int:
+        return 0
+
     def rebuild_keyword_index(self) -> int:
         """Judge the language of rows written without one (messages before migration 10,
         notes before 15: their tsvector follows), then rebuild the GIN index itself (the
