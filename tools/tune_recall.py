@@ -1,9 +1,10 @@
 """Score recall settings on LoCoMo without re-ingesting: the tuning harness of issue 21.
 
 Each conversation is ingested once into ``--db-dir`` (kept between runs), then every variant
-(``RecallConfig`` field changes, as JSON) is asked every question of the chosen part of split
-"a" (tune: 26, 30, 41; held: 42, 43). Prints Recall@5/10/20 overall, Recall@10 per category
-and search p50 for each variant. Tune on ``tune``; look at ``held`` only to report.
+(``RecallConfig`` field changes, as JSON) is asked every question of the chosen part of the
+split (split "a": tune 26, 30, 41; held 42, 43; split "b" swaps them; ``--part all`` asks all
+five). Prints Recall@5/10/20 overall, Recall@10 per category and per conversation, and
+search p50 for each variant. Tune on ``tune``; look at ``held`` only to report.
 
     python tools/tune_recall.py ../shared/data/locomo/*.json --part tune \\
         --variants '{"base": {}, "speaker.5": {"speaker": 0.5}}'
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 from memlane import Memory
-from memlane.eval.locomo import CATEGORIES, Scores, ingest, questions, split_conversations
+from memlane.eval.locomo import CATEGORIES, SPLITS, Scores, ingest, questions, split_conversations
 from memlane.eval.locomo_data import load_locomo
 from memlane.models import MessageFilter
 
@@ -29,15 +30,19 @@ from memlane.models import MessageFilter
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="LoCoMo conversation files (.json)")
-    parser.add_argument("--part", choices=("tune", "held"), default="tune")
+    parser.add_argument("--part", choices=("tune", "held", "all"), default="tune")
+    parser.add_argument("--split", choices=SPLITS, default="a")
     parser.add_argument("--variants", default='{"base": {}}', help="JSON: name -> RecallConfig changes")
     parser.add_argument("--db-dir", default="locomo-dbs", help="where the ingested conversations are kept")
     args = parser.parse_args()
     conversations = [c for f in args.files for c in load_locomo(f)]
-    chosen = split_conversations(conversations, "a")[args.part]
+    groups = split_conversations(conversations, args.split)
+    chosen = groups["tune"] + groups["held"] if args.part == "all" else groups[args.part]
+    chosen.sort(key=lambda c: c.sample_id)
     variants: dict[str, dict[str, float]] = json.loads(args.variants)
     Path(args.db_dir).mkdir(parents=True, exist_ok=True)
-    scores = {name: {"all": Scores(), **{str(c): Scores() for c in CATEGORIES}} for name in variants}
+    keys = ["all", *(str(c) for c in CATEGORIES), *(c.sample_id for c in chosen)]
+    scores = {name: {k: Scores() for k in keys} for name in variants}
     latencies: dict[str, list[float]] = {name: [] for name in variants}
     for conv in chosen:
         db = Path(args.db_dir) / f"{conv.sample_id}.db"
@@ -56,13 +61,15 @@ def main() -> None:
                     hits = engine.search(qa.question, flt, 20, config=config)
                     latencies[name].append((time.perf_counter() - t0) * 1000)
                     ranked = [str(h.message.metadata.get("dia_id", "")) for h in hits]
-                    scores[name]["all"].add(ranked, qa.evidence)
-                    scores[name][str(qa.category)].add(ranked, qa.evidence)
+                    for key in ("all", str(qa.category), conv.sample_id):
+                        scores[name][key].add(ranked, qa.evidence)
     for name, by in scores.items():
         overall = by["all"].as_dict()
         cats = " ".join(f"c{c}:{by[str(c)].as_dict()['recall@10']:.3f}" for c in CATEGORIES if by[str(c)].n)
+        convs = " ".join(f"{c.sample_id}:{by[c.sample_id].as_dict()['recall@10']:.3f}" for c in chosen)
         print(f"{name:20s} R@5 {overall['recall@5']:.3f} R@10 {overall['recall@10']:.3f} "
-              f"R@20 {overall['recall@20']:.3f} | {cats} | p50 {statistics.median(latencies[name]):.1f} ms")
+              f"R@20 {overall['recall@20']:.3f} | {cats} | {convs} | p50 {statistics.median(latencies[name]):.1f} ms",
+              flush=True)
 
 
 if __name__ == "__main__":

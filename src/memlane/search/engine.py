@@ -21,6 +21,9 @@ Search runs in two stages, both cheap:
    * ``when`` — the query asks *when* ("when did ...", "how long ago", "wann") and the message
      carries a time expression of its own ("yesterday", "two weeks ago", "in 2019"): the turn
      that tells of an event usually says when (search/when.py);
+   * ``dated`` — the query names a calendar date ("on 1 May, 2022", "in June") and the
+     message was written on it or within two weeks after (half within ~six weeks): an
+     event is told soon after it happens (search/dates.py);
    * ``recency`` and ``importance`` — small tie-breakers (newer, marked important/pinned).
 
 The weights were tuned on five LoCoMo conversations for the general case (no per-question
@@ -44,6 +47,7 @@ from memlane.errors import InvalidInputError
 from memlane.lru import LRUCache
 from memlane.models import Message, MessageFilter, SearchHit, Session, to_epoch
 from memlane.search.crosslingual import expand_query
+from memlane.search.dates import date_match, query_dates
 from memlane.search.embedders import Embedder, HashingEmbedder
 from memlane.search.relevance import relevance
 from memlane.search.vectors import VectorIndex
@@ -172,6 +176,9 @@ class RecallConfig:
     crosslingual: bool = True
     #: a query asking *when* favours turns that carry a time expression (search/when.py)
     when: float = 0.4
+    #: a query naming a date ("on 1 May, 2022", "in June") favours turns written then
+    #: (search/dates.py)
+    dated: float = 0.6
 
     def with_(self, **changes: float | int) -> RecallConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -437,6 +444,10 @@ class RecallEngine:
         if cfg.when and asks_when(query):
             for i, c in enumerate(cands):
                 parts[i]["when"] = 1.0 if says_when(c.message.content) else 0.0
+        spans = query_dates(query) if cfg.dated else []
+        if spans:
+            for i, c in enumerate(cands):
+                parts[i]["dated"] = date_match(spans, c.message.created_at)
 
         # neighbours: adjacent turns of one session (ids are assigned in append order)
         by_id = {c.message.id: i for i, c in enumerate(cands)}
@@ -486,6 +497,7 @@ class RecallEngine:
                 + cfg.recency * p["recency"]
                 + cfg.importance * p["importance"]
                 + cfg.when * p.get("when", 0.0)
+                + cfg.dated * p.get("dated", 0.0)
             )
             # Nearest neighbours always exist, even for a query about something never
             # discussed: a candidate needs evidence of its own or from an adjacent turn.
