@@ -170,6 +170,41 @@ class StoreConformance(PortConformance):
         with pytest.raises(NotFoundError):
             store.update_message(10**9, pinned=True)
 
+    def test_version_moves_with_what_a_window_shows(self, store: Store) -> None:
+        """Every change of what a window shows moves the session's version (the shared hot
+        cache keys windows by it); changes a window does not show leave it."""
+        store.create_session(Session(id="s", system_prompt="Be brief."))
+        store.create_session(Session(id="other"))
+
+        def version(sid: str = "s") -> int:
+            found = store.get_session(sid)
+            assert found is not None
+            return found.version
+
+        seen = [version()]
+
+        def moved() -> bool:
+            seen.append(version())
+            return seen[-1] > seen[-2]
+
+        assert seen == [0]
+        a, b, c = store.append("s", [_msg("a"), _msg("b"), _msg("c")])
+        assert moved()
+        assert store.hide_messages("s", up_to_id=a.id) == 1 and moved()
+        assert store.hide_messages("s", up_to_id=a.id) == 0 and not moved()  # nothing hidden
+        store.update_message(b.id or 0, pinned=True)
+        assert moved()
+        store.update_message(b.id or 0, importance=0.5)
+        assert moved()
+        store.update_message(b.id or 0, metadata={"edited": True})
+        assert moved()
+        assert store.delete_messages([c.id or 0]) == 1 and moved()
+        store.update_session("s", system_prompt="Be thorough.")
+        assert moved()
+        store.update_session("s", title="no window change")
+        assert not moved()
+        assert version("other") == 0  # another session's changes leave it
+
     def test_keyword_search_and_filters(self, store: Store) -> None:
         store.create_session(Session(id="a", user_id="ana"))
         store.create_session(Session(id="b", user_id="ben"))

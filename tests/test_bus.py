@@ -3,12 +3,14 @@ after a disconnect from the durable outbox, subscriptions, and the shared hot ca
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,6 +172,7 @@ def test_redis_bus_carries_events_between_instances_and_survives_a_kicked_subscr
         sub = mem.subscribe(got)
         waker = mem.bus.waker
         assert isinstance(waker, RedisWaker) and mem.bus.kind == "redis"
+        assert mem.stats()["bus"]["kind"] == "redis"
         write_in_another_process(target, 15, "r1", valkey_server)
         wait_for(lambda: len(got.appended("r1")) == 15, "15 events rung through Redis")
         assert waker.messages >= 1  # the other instance PUBLISHed; no data_version watcher runs
@@ -252,6 +255,115 @@ def test_windows_are_shared_through_valkey_and_never_stale(tmp_path: Path, valke
         a.forget_messages([gone.id or 0])
         assert [m.content for m in b.window(again, 500).messages] == ["fresh"]
         admin.close()
+
+
+_WINDOW_READER = """
+import json, sys
+from memlane import Memory
+with Memory(sys.argv[1], embedder="none", redis_url=sys.argv[2], redis_prefix=sys.argv[3]) as mem:
+    win = mem.window(sys.argv[4], 500)
+    print(json.dumps({"messages": [[m.content, m.pinned] for m in win.messages],
+                      "hot": mem.stats()["hot_cache"]}))
+"""
+
+
+def window_in_another_process(target: str, redis_url: str, prefix: str, session: str) -> dict[str, Any]:
+    """Instance B: a fresh process reads the session's window through the shared hot cache."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WINDOW_READER, target, redis_url, prefix, session],
+        env={"PYTHONPATH": ENV_SRC, "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_hide_pin_and_prompt_on_one_instance_move_the_window_key_for_another_process(
+    backend: str, tmp_path: Path, valkey_server: str, request: pytest.FixtureRequest,
+) -> None:
+    """Hides and pins write no change event and leave the message count as it was: only the
+    session's version tells another instance that its cached window is old. Instance B
+    (another process, which hears no events) must never get a hidden message back."""
+    target = str(tmp_path / "m.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    prefix = f"hide-{backend}"
+    with Memory(target, embedder="none", redis_url=valkey_server, redis_prefix=prefix) as a:
+        a.delete_session("h1")
+        sid = a.create_session(session_id="h1")
+        said = [a.add(sid, f"line {i}", role="user") for i in range(4)]
+        assert [c for c, _ in window_in_another_process(target, valkey_server, prefix, sid)["messages"]] == [
+            "line 0", "line 1", "line 2", "line 3"]
+        warm = window_in_another_process(target, valkey_server, prefix, sid)
+        assert warm["hot"] == {"window_hits": 1, "window_misses": 0}  # B's read is cached for all
+
+        assert a.store.hide_messages(sid, up_to_id=said[1].id) == 2  # "clear" up to line 1
+        after_hide = window_in_another_process(target, valkey_server, prefix, sid)
+        assert [c for c, _ in after_hide["messages"]] == ["line 2", "line 3"]
+        assert after_hide["hot"] == {"window_hits": 0, "window_misses": 1}
+
+        a.mark_important(said[3].id or 0, pinned=True)
+        after_pin = window_in_another_process(target, valkey_server, prefix, sid)
+        assert after_pin["messages"] == [["line 2", False], ["line 3", True]]
+        assert after_pin["hot"]["window_misses"] == 1
+
+        a.update_session(sid, system_prompt="Answer in German.")
+        assert window_in_another_process(target, valkey_server, prefix, sid)["messages"][0] == [
+            "Answer in German.", False]
+        a.clear_session(sid)
+        assert window_in_another_process(target, valkey_server, prefix, sid)["messages"] == [
+            ["Answer in German.", False]]
+
+
+def test_bus_figures_in_stats_and_metrics_follow_a_slow_follower(tmp_path: Path) -> None:
+    """kind, published commits, the outbox's head, the furthest id handed out and the
+    slowest follower's lag, in mem.stats(), /metrics and `memlane stats --json`."""
+    from typer.testing import CliRunner
+
+    from memlane.cli.main import app
+    from memlane.server.metrics import Metrics
+
+    target = str(tmp_path / "m.db")
+    with Memory(target, embedder="none") as mem:
+        sid = mem.create_session(session_id="f1")
+        idle = mem.stats()["bus"]
+        assert idle["kind"] == "sqlite-data-version" and idle["followers"] == 0
+        assert idle["lag_events"] == 0 and idle["seen_event_id"] is None
+        assert idle["last_event_id"] >= 1  # session.created
+
+        release, first = threading.Event(), threading.Event()
+        got = Collector()
+
+        def slow(event: ChangeEvent) -> None:
+            first.set()
+            release.wait(30)
+            got(event)
+
+        sub = mem.subscribe(slow, since=idle["last_event_id"])
+        for i in range(3):
+            mem.add(sid, f"line {i}", role="user")
+        assert first.wait(30)  # it holds the first append; the other two wait behind it
+        held = mem.stats()["bus"]
+        assert held["followers"] == 1 and held["published"] >= 3
+        assert held["last_event_id"] == idle["last_event_id"] + 3
+        assert held["seen_event_id"] == idle["last_event_id"] + 1
+        assert held["lag_events"] == 2 and held["lag_seconds"] >= 0.0
+        scraped = Metrics(mem).render().decode()
+        assert 'memlane_bus_info{kind="sqlite-data-version"} 1.0' in scraped
+        assert "memlane_bus_lag_events 2.0" in scraped
+        assert f"memlane_bus_last_event_id {float(held['last_event_id'])}" in scraped
+
+        release.set()
+        wait_for(lambda: len(got.appended(sid)) == 3, "the follower to catch up")
+        caught = mem.stats()["bus"]
+        assert caught["seen_event_id"] == caught["last_event_id"] and caught["lag_events"] == 0
+        sub.close()
+        assert mem.stats()["bus"]["followers"] == 0
+
+    shown = CliRunner().invoke(app, ["stats", "--json", "--store", target])
+    assert shown.exit_code == 0, shown.output
+    bus = json.loads(shown.output)["bus"]
+    assert bus["kind"] == "sqlite-data-version" and bus["last_event_id"] == caught["last_event_id"]
 
 
 def test_redis_url_is_checked_when_settings_are_read(tmp_path: Path) -> None:

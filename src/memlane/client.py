@@ -139,7 +139,7 @@ def session_from_dict(d: Mapping[str, Any]) -> Session:
         system_prompt=d.get("system_prompt"), metadata=dict(d.get("metadata") or {}),
         status=d.get("status") or "active", created_at=_time(d["created_at"]),
         updated_at=_time(d["updated_at"]), last_active_at=_time(d["last_active_at"]),
-        message_count=int(d.get("message_count") or 0),
+        message_count=int(d.get("message_count") or 0), version=int(d.get("version") or 0),
     )
 
 

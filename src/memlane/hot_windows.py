@@ -1,10 +1,12 @@
 """Windows kept in the shared hot cache (Redis/Valkey at ``redis_url``) for every instance.
 
-An entry's key names the session's state when it was made (message count, last change,
-system prompt) and every argument of the read, so a stale entry is never looked up: a
-write moves the key. Entries are also tagged with the session, so a forget, which may
-leave the count where it was, drops them everywhere (:func:`session_tag`); change events
-of the session do the same on the instances that hear of them.
+An entry's key names the session's state when it was made (its ``version``, which every
+change of what a window shows moves in the change's own transaction: append, hide, pin,
+message metadata, forget of a message, system prompt) and every argument of the read, so
+a stale entry is never looked up: a change moves the key, on every instance at once,
+without waiting for events. Entries are also tagged with the session, so a forget drops
+them everywhere (:func:`session_tag`); change events of the session do the same on the
+instances that hear of them.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ __all__ = ["WINDOW_TTL_SECONDS", "decode_window", "encode_window", "session_tag"
 
 #: Entries never go stale (the key moves), so the TTL only bounds what the server keeps.
 WINDOW_TTL_SECONDS = 3600.0
-#: Bump when the stored shape changes: old entries are then never read.
-_FORMAT = 1
+#: Bump when the stored shape or the key changes: old entries are then never read.
+_FORMAT = 2
 
 
 def session_tag(session_id: str) -> str:
@@ -30,8 +32,9 @@ def session_tag(session_id: str) -> str:
 
 def window_key(session: Session, budget: int, encoding: str, *, include_system_prompt: bool) -> str:
     """The key of a window of ``session`` as it is now, for these arguments."""
+    # created_at: a session forgotten and made again under its id starts at version 0 again
     state = [
-        _FORMAT, session.tenant_id, session.message_count, session.updated_at.isoformat(),
+        _FORMAT, session.tenant_id, session.created_at.isoformat(), session.version,
         session.system_prompt if include_system_prompt else None, budget, encoding,
     ]
     digest = hashlib.sha256(json.dumps(state, default=str).encode()).hexdigest()[:32]

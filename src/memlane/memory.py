@@ -56,7 +56,7 @@ from memlane.scoping import public_session_id, session_key, tenant_of_key
 from memlane.store import Store, TurnRecord, open_store
 from memlane.store.erase import EraseCounts, EraseRequest
 from memlane.store.events import LOST as LOST_EVENTS
-from memlane.store.events import ChangeEvent
+from memlane.store.events import ChangeEvent, EventSource
 from memlane.text import snippet
 from memlane.tokens import TokenCounter, counts_cheaply, get_counter
 from memlane.validation import check_identifier, check_max_tokens, check_metadata_filter
@@ -360,7 +360,6 @@ class Memory:
 
     def _start_cache_sync(self) -> None:
         from memlane.cache_sync import CacheSync
-        from memlane.store.events import EventSource
 
         if self.cache_sync is None and isinstance(self.store, EventSource):
             sync = CacheSync(self.store)
@@ -1280,7 +1279,7 @@ class Memory:
             # A forget that finished while this window was read has dropped the tag already;
             # take back the entry this read just made of the rows it erased.
             now = self.store.get_session(session.id)
-            if now is None or (now.message_count, now.updated_at) != (session.message_count, session.updated_at):
+            if now is None or now.version != session.version:
                 hot.delete(key)
         return win
 
@@ -1516,6 +1515,8 @@ class Memory:
         self.parts.build_all()
         if self.cache_sync is not None:
             out["cache_sync"] = self.cache_sync.to_dict()
+        if self.enabled and isinstance(self.store, EventSource):
+            out["bus"] = self.bus.figures()  # kind, published, outbox head, followers' lag
         if self._hot_cache is not None:
             out["hot_cache"] = {"window_hits": self.hot_window_counts["hits"],
                                 "window_misses": self.hot_window_counts["misses"]}

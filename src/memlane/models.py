@@ -75,6 +75,9 @@ class Session:
     updated_at: datetime = field(default_factory=utcnow)
     last_active_at: datetime = field(default_factory=utcnow)
     message_count: int = 0
+    #: Moves at every change of what the session's window shows (append, hide, pin,
+    #: message metadata, forget of a message, system prompt); stores keep it.
+    version: int = 0
 
     def to_dict(self) -> JSON:
         out: JSON = {}

@@ -16,8 +16,10 @@ way (Redis pub/sub is at-most-once) delays an event by that much at worst.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
@@ -25,7 +27,7 @@ from memlane.bus.bell import Doorbell
 from memlane.errors import InvalidInputError
 from memlane.store.events import ChangeEvent, EventSource, lost_since
 
-__all__ = ["EventBus", "Subscription", "Waker"]
+__all__ = ["EventBus", "Follower", "Subscription", "Waker"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,17 @@ class WakerSource(Protocol):
 
     def event_waker(self, bell: Doorbell) -> Waker | None: ...
     def on_commit(self, callback: Callable[[], None]) -> Callable[[], None]: ...
+
+
+class Follower:
+    """Where one reader of the outbox is (the last event id it handed out), for the bus's
+    figures: how far behind the outbox its followers are (:meth:`EventBus.figures`)."""
+
+    __slots__ = ("position", "tenant_id")
+
+    def __init__(self, position: int, tenant_id: str | None) -> None:
+        self.position = position
+        self.tenant_id = tenant_id
 
 
 class Subscription:
@@ -98,6 +111,9 @@ class EventBus:
         self._subscriptions: list[Subscription] = []
         self._unhook: Callable[[], None] | None = None
         self._publish: Callable[[], None] | None = None
+        self._followers: set[Follower] = set()
+        #: Commits of this instance announced to its followers (and, on Redis, to the others).
+        self.published = 0
         if redis_url:
             from memlane.bus.redis_bus import RedisWaker
 
@@ -111,7 +127,15 @@ class EventBus:
     @property
     def kind(self) -> str:
         """Who rings: redis, postgres-notify, sqlite-data-version or local (this process only)."""
-        return str(self._waker.stats()["kind"]) if self._waker is not None else "local"
+        waker = self._make_waker()
+        return str(waker.stats()["kind"]) if waker is not None else "local"
+
+    def _make_waker(self) -> Waker | None:
+        """The store's doorbell of other processes' commits, made (not started) once."""
+        with self._lock:
+            if self._waker is None and not self._closed and isinstance(self.source, WakerSource):
+                self._waker = self.source.event_waker(self.bell)
+            return self._waker
 
     @property
     def waker(self) -> Waker | None:
@@ -119,6 +143,7 @@ class EventBus:
         return self._waker
 
     def _committed(self) -> None:
+        self.published += 1
         self.bell.ring()
         if self._publish is not None:
             self._publish()
@@ -129,9 +154,7 @@ class EventBus:
             if self._started or self._closed:
                 return
             self._started = True
-            if self._waker is None and isinstance(self.source, WakerSource):
-                self._waker = self.source.event_waker(self.bell)
-            waker = self._waker
+        waker = self._make_waker()
         if waker is not None:
             waker.start()
 
@@ -156,20 +179,61 @@ class EventBus:
 
     def _follow(self, after: int, tenant_id: str | None, wait: bool,
                 stop: threading.Event | None, batch: int) -> Iterator[ChangeEvent]:
-        lost = lost_since(self.source, after)
-        if lost is not None:
-            yield lost  # events it had not read were pruned: caches must drop everything
-        while stop is None or not stop.is_set():
-            seen = self.bell.generation  # before the read: a ring during it is not lost
-            found = self.source.events_after(after, tenant_id=tenant_id, limit=batch)
-            yield from found
-            if found:
-                after = found[-1].id
-                if len(found) == batch:
-                    continue  # more waiting: no pause while catching up
-            if not wait:
-                return
-            self._wait(seen, stop)
+        with self.following(after, tenant_id) as me:
+            lost = lost_since(self.source, after)
+            if lost is not None:
+                yield lost  # events it had not read were pruned: caches must drop everything
+            while stop is None or not stop.is_set():
+                seen = self.bell.generation  # before the read: a ring during it is not lost
+                found = self.source.events_after(after, tenant_id=tenant_id, limit=batch)
+                for event in found:
+                    me.position = event.id  # handed out from here on
+                    yield event
+                if found:
+                    after = found[-1].id
+                    if len(found) == batch:
+                        continue  # more waiting: no pause while catching up
+                if not wait:
+                    return
+                self._wait(seen, stop)
+
+    @contextlib.contextmanager
+    def following(self, position: int, tenant_id: str | None = None) -> Iterator[Follower]:
+        """Count a reader of the outbox in the figures while inside; it moves ``.position``
+        as it hands events out (the SSE stream and :meth:`follow` do)."""
+        me = Follower(position, tenant_id)
+        with self._lock:
+            self._followers.add(me)
+        try:
+            yield me
+        finally:
+            with self._lock:
+                self._followers.discard(me)
+
+    def figures(self) -> dict[str, Any]:
+        """The bus at a glance: its kind, commits this instance published, the outbox's
+        newest event id, the furthest id a follower handed out, and the slowest
+        follower's lag (event ids behind, and the age of the oldest event it has not
+        handed out yet; 0 when every follower is caught up)."""
+        with self._lock:
+            followers = list(self._followers)
+        newest = self.source.last_event_id()
+        lag_ids, lag_seconds = 0, 0.0
+        slowest: dict[str | None, int] = {}  # one look per tenant followed
+        for f in followers:
+            slowest[f.tenant_id] = min(f.position, slowest.get(f.tenant_id, f.position))
+        now = time.time()
+        for tenant, position in slowest.items():
+            waiting = self.source.events_after(position, tenant_id=tenant, limit=1)
+            if waiting:
+                lag_ids = max(lag_ids, newest - position)
+                lag_seconds = max(lag_seconds, now - waiting[0].at)
+        return {
+            "kind": self.kind, "published": self.published, "rings": self.bell.generation,
+            "followers": len(followers), "last_event_id": newest,
+            "seen_event_id": max((f.position for f in followers), default=None),
+            "lag_events": lag_ids, "lag_seconds": round(lag_seconds, 3),
+        }
 
     def _wait(self, seen: int, stop: threading.Event | None) -> None:
         left = self.recheck_seconds

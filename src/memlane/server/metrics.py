@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memlane.memory import Memory
 from memlane.models import Message as MemMessage
 from memlane.models import Session
+from memlane.store.events import EventSource
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -63,6 +64,33 @@ class HotCacheCollector(Collector):
         for outcome, count in self.mem.hot_window_counts.items():
             family.add_metric([outcome], count)
         yield family
+
+
+class BusCollector(Collector):
+    """The change-event bus: its kind, this instance's published commits, the outbox's
+    newest event id, how far this instance's followers got and how far behind they are."""
+
+    def __init__(self, mem: Memory) -> None:
+        self.mem = mem
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        if not self.mem.enabled or not isinstance(self.mem.store, EventSource):
+            return
+        figures = self.mem.bus.figures()
+        info = GaugeMetricFamily("memlane_bus_info", "The change-event bus in use (1, labelled by kind).",
+                                 labels=["kind"])
+        info.add_metric([figures["kind"]], 1)
+        yield info
+        yield CounterMetricFamily("memlane_bus_published", "Commits this instance announced on the bus.",
+                                  value=figures["published"])
+        for name, what in (
+            ("last_event_id", "The newest change event id in the outbox."),
+            ("seen_event_id", "The furthest event id this instance's followers handed out."),
+            ("followers", "Readers following the outbox in this instance (SSE streams, subscriptions)."),
+            ("lag_events", "Event ids the slowest follower is behind the outbox."),
+            ("lag_seconds", "Age of the oldest event a follower has not handed out yet."),
+        ):
+            yield GaugeMetricFamily(f"memlane_bus_{name}", what, value=float(figures[name] or 0))
 
 
 def _backlog_reader(mem: Memory, kind: str) -> Callable[[], float]:
@@ -111,6 +139,7 @@ class Metrics:
         mem.add_observer(self._on_stored)
         self.registry.register(ResponseCacheCollector(mem))
         self.registry.register(HotCacheCollector(mem))
+        self.registry.register(BusCollector(mem))
 
     def _on_stored(self, session: Session, stored: list[MemMessage]) -> None:
         self.messages.inc(len(stored))

@@ -86,26 +86,28 @@ async def events(
         cancel = bus.bell.on_ring(wake)
         idle = 0.0
         try:
-            yield ": memlane change events\n\n"  # sends the headers at once
-            lost = await anyio.to_thread.run_sync(lost_since, store, after)
-            if lost is not None:  # what it had not read was pruned: drop every cache
-                yield _frame(lost, tenant)
-            while True:
-                rung.clear()  # before the read: a ring during it makes the wait below return
-                found = await anyio.to_thread.run_sync(partial(store.events_after, after, tenant_id=tenant))
-                for event in found:
-                    yield _frame(event, tenant)
-                if found:
-                    after, idle = found[-1].id, 0.0
-                    continue
-                if not follow or await request.is_disconnected():
-                    return
-                with anyio.move_on_after(WAKE_SECONDS):
-                    await rung.wait()
-                idle = 0.0 if rung.is_set() else idle + WAKE_SECONDS
-                if idle >= KEEPALIVE_SECONDS:
-                    idle = 0.0
-                    yield ": keep-alive\n\n"
+            with bus.following(after, tenant) as me:  # counted in the bus's lag figures
+                yield ": memlane change events\n\n"  # sends the headers at once
+                lost = await anyio.to_thread.run_sync(lost_since, store, after)
+                if lost is not None:  # what it had not read was pruned: drop every cache
+                    yield _frame(lost, tenant)
+                while True:
+                    rung.clear()  # before the read: a ring during it makes the wait below return
+                    found = await anyio.to_thread.run_sync(partial(store.events_after, after, tenant_id=tenant))
+                    for event in found:
+                        me.position = event.id
+                        yield _frame(event, tenant)
+                    if found:
+                        after, idle = found[-1].id, 0.0
+                        continue
+                    if not follow or await request.is_disconnected():
+                        return
+                    with anyio.move_on_after(WAKE_SECONDS):
+                        await rung.wait()
+                    idle = 0.0 if rung.is_set() else idle + WAKE_SECONDS
+                    if idle >= KEEPALIVE_SECONDS:
+                        idle = 0.0
+                        yield ": keep-alive\n\n"
         finally:
             cancel()
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memlane.store.filters import Dialect
+from memlane.store.rows import BUMP_VERSION
 
 __all__ = ["EraseCounts", "EraseRequest", "ErasureLog", "erase_rows", "redact_audit", "reopen_note"]
 
@@ -137,7 +138,7 @@ def erase_rows(conn: _Conn, d: Dialect, req: EraseRequest, now: datetime) -> Era
         ).fetchall()
         counts.messages += int(conn.execute(f"DELETE FROM messages WHERE {clause}", params).rowcount)
         for sid, n in sorted(per_session):  # one lock order everywhere: no deadlocks
-            conn.execute(f"UPDATE sessions SET message_count = message_count - {m} WHERE id = {m}",
+            conn.execute(f"UPDATE sessions SET message_count = message_count - {m}, {BUMP_VERSION} WHERE id = {m}",
                          (int(n), sid))
     # Summaries and state may quote what went; they are rebuilt from the log.
     _execute(conn, d, "DELETE FROM derived WHERE", "session_id", touched)

@@ -20,10 +20,11 @@ from memlane.store.rows import M_COLS as _M_COLS
 from memlane.store.rows import MESSAGE_COL_NAMES as _MESSAGE_COL_NAMES
 from memlane.store.rows import MESSAGE_COLS as _MESSAGE_COLS
 from memlane.store.rows import SESSION_COLS as _SESSION_COLS
+from memlane.store.rows import SESSION_INSERT_COLS as _SESSION_INSERT_COLS
 from memlane.store.rows import decode_message, decode_session
 
 __all__ = [
-    "DIALECT", "_MESSAGE_COLS", "_MESSAGE_COL_NAMES", "_M_COLS", "_SESSION_COLS", "_aware",
+    "DIALECT", "_MESSAGE_COLS", "_MESSAGE_COL_NAMES", "_M_COLS", "_SESSION_COLS", "_SESSION_INSERT_COLS", "_aware",
     "_json", "_message_where", "_utc", "row_to_message", "row_to_session", "sessions_join",
 ]
 

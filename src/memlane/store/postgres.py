@@ -61,6 +61,7 @@ from memlane.store.pg_locks import PgSessionLocks
 from memlane.store.pg_rows import (
     _MESSAGE_COLS,
     _SESSION_COLS,
+    _SESSION_INSERT_COLS,
     DIALECT,
     _aware,
     row_to_message,
@@ -69,7 +70,7 @@ from memlane.store.pg_rows import (
 from memlane.store.pg_search import EXACT_STATS_BELOW, Bm25Index, fts5_idf, tsquery_literal
 from memlane.store.postgres_schema import KEYWORD_INDEXES, MIGRATIONS, NOTE_LANGUAGES, OPTIONAL
 from memlane.store.records import SqlRecords
-from memlane.store.rows import encode_item
+from memlane.store.rows import BUMP_VERSION, encode_item
 from memlane.store.sql_reads import SqlReads
 
 if TYPE_CHECKING:
@@ -411,7 +412,7 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
 
         def run(conn: Conn) -> None:
             cur = conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,0) "
+                f"INSERT INTO sessions ({_SESSION_INSERT_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,0) "
                 "ON CONFLICT (id) DO NOTHING",
                 (
                     session.id, session.tenant_id, session.user_id, session.agent_id,
@@ -442,6 +443,8 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
         if "status" in changes and changes["status"] not in SESSION_STATUSES:
             raise InvalidInputError(f"status must be one of {sorted(SESSION_STATUSES)}")
         sets: list[sql.Composable] = [sql.SQL("updated_at = now()")]
+        if "system_prompt" in changes:  # the first thing a window shows
+            sets.append(sql.SQL(BUMP_VERSION))
         params: list[Any] = []
         for key, value in changes.items():
             sets.append(sql.SQL("{} = %s").format(sql.Identifier(key)))
@@ -562,7 +565,7 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
             # change: FOR NO KEY UPDATE), tells that it exists and returns it as the
             # append leaves it, so the write path reads no session beforehand.
             row = conn.execute(
-                "UPDATE sessions SET message_count = message_count + %s, updated_at = now(), "
+                f"UPDATE sessions SET message_count = message_count + %s, updated_at = now(), {BUMP_VERSION}, "
                 f"last_active_at = GREATEST(last_active_at, %s) WHERE id = %s RETURNING {_SESSION_COLS}",
                 (len(messages), last_at, session_id),
             ).fetchone()
@@ -595,13 +598,13 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
 
         def run(conn: Conn) -> None:
             cur = conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
                 "ON CONFLICT (id) DO NOTHING",
                 (
                     session.id, session.tenant_id, session.user_id, session.agent_id,
                     session.title, session.system_prompt, Jsonb(session.metadata),
                     session.status, _aware(session.created_at), _aware(session.updated_at),
-                    _aware(session.last_active_at), len(messages),
+                    _aware(session.last_active_at), len(messages), session.version,
                 ),
             )
             if cur.rowcount == 0:
@@ -661,10 +664,13 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
             params.append(Jsonb(metadata))
         if sets:
             def run(conn: Conn) -> Any:
-                return conn.execute(
+                row = conn.execute(
                     f"UPDATE messages SET {', '.join(sets)} WHERE id = %s RETURNING {_MESSAGE_COLS}",
                     (*params, message_id),
                 ).fetchone()
+                if row is not None:
+                    conn.execute(f"UPDATE sessions SET {BUMP_VERSION} WHERE id = %s", (row[1],))
+                return row
 
             row = self.write(run)
             if row is None:
@@ -682,7 +688,10 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
             if up_to_id is not None:
                 query += " AND id <= %s"
                 params.append(up_to_id)
-            return conn.execute(query, params).rowcount
+            hidden = int(conn.execute(query, params).rowcount)
+            if hidden:
+                conn.execute(f"UPDATE sessions SET {BUMP_VERSION} WHERE id = %s", (session_id,))
+            return hidden
 
         return self.write(run)
 

@@ -531,6 +531,11 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         # (NOTE_LANGUAGES). `memlane reindex` judges any left without a language later.
         "SELECT 1",
     ),
+    18: (
+        "session versions",
+        # as SQLite migration 19: moved by every change of what a session's window shows
+        "ALTER TABLE sessions ADD COLUMN version BIGINT NOT NULL DEFAULT 0;",
+    ),
 }
 
 #: The migration the store completes in Python: judging the language of older notes.

@@ -22,10 +22,17 @@ LoadJson = Callable[[Any, str, object, str], Any]
 # a stored timestamp -> an aware UTC datetime
 ToTime = Callable[[Any], datetime]
 
-SESSION_COLS = (
+#: What a new session row is written with (``version`` starts at its default, 0).
+SESSION_INSERT_COLS = (
     "id, tenant_id, user_id, agent_id, title, system_prompt, metadata, status, "
     "created_at, updated_at, last_active_at, message_count"
 )
+SESSION_COLS = SESSION_INSERT_COLS + ", version"
+#: The SET clause that moves a session's ``version``: every change of what its window
+#: shows (append, hide, pin or importance, metadata of a message, forget of a message,
+#: system prompt) runs it in the change's own transaction, so a key made of the version
+#: (memlane/hot_windows.py) never names two different windows.
+BUMP_VERSION = "version = version + 1"
 MESSAGE_COL_NAMES = (
     "id", "session_id", "role", "content", "name", "tool_calls", "tool_call_id", "author_id",
     "author_name", "turn_id", "created_at", "metadata", "importance", "pinned", "hidden",
@@ -64,6 +71,7 @@ def decode_session(row: Sequence[Any], load: LoadJson, to_time: ToTime) -> Sessi
         updated_at=to_time(row[9]),
         last_active_at=to_time(row[10]),
         message_count=int(row[11]),
+        version=int(row[12]),
     )
 
 

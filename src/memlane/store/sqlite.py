@@ -51,11 +51,13 @@ from memlane.store.erasure_check import ErasureChecks
 from memlane.store.health import SQLITE_TABLES, StoreHealth, delete_orphans_sql, sqlite_health
 from memlane.store.records import SqlRecords
 from memlane.store.rows import (
+    BUMP_VERSION,
     M_COLS,
     encode_item,
 )
 from memlane.store.rows import MESSAGE_COLS as _MESSAGE_COLS
 from memlane.store.rows import SESSION_COLS as _SESSION_COLS
+from memlane.store.rows import SESSION_INSERT_COLS as _SESSION_INSERT_COLS
 from memlane.store.sql_reads import SqlReads
 from memlane.store.sqlite_locks import FileRangeLocks
 from memlane.store.sqlite_rows import DIALECT, _dumps, _message_where, row_to_message
@@ -336,7 +338,7 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
             if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
                 raise ConflictError(f"session {session.id!r} already exists")
             conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,0)",
+                f"INSERT INTO sessions ({_SESSION_INSERT_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,0)",
                 (
                     session.id, session.tenant_id, session.user_id, session.agent_id,
                     session.title, session.system_prompt, _dumps(session.metadata),
@@ -356,6 +358,8 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
         if "status" in changes and changes["status"] not in SESSION_STATUSES:
             raise InvalidInputError(f"status must be one of {sorted(SESSION_STATUSES)}")
         sets, params = ["updated_at = ?"], [time.time()]
+        if "system_prompt" in changes:  # the first thing a window shows
+            sets.append(BUMP_VERSION)
         for key, value in changes.items():
             sets.append(f"{key} = ?")
             if key == "metadata":
@@ -511,7 +515,7 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
             # The session row first: one statement both tells that it exists and returns
             # it as the append leaves it, so the write path reads no session beforehand.
             rows = conn.execute(
-                "UPDATE sessions SET message_count = message_count + ?, updated_at = ?, "
+                f"UPDATE sessions SET message_count = message_count + ?, updated_at = ?, {BUMP_VERSION}, "
                 f"last_active_at = MAX(last_active_at, ?) WHERE id = ? RETURNING {_SESSION_COLS}",
                 (len(messages), now, last_at, session_id),
             ).fetchall()  # to the end: a RETURNING statement left open would block COMMIT
@@ -535,12 +539,12 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
             if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
                 raise ConflictError(f"session {session.id!r} already exists")
             conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO sessions ({_SESSION_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     session.id, session.tenant_id, session.user_id, session.agent_id,
                     session.title, session.system_prompt, _dumps(session.metadata),
                     session.status, to_epoch(session.created_at), to_epoch(session.updated_at),
-                    to_epoch(session.last_active_at), len(messages),
+                    to_epoch(session.last_active_at), len(messages), session.version,
                 ),
             )
             stored = self._insert_messages(conn, session.id, messages)
@@ -584,9 +588,12 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
             params.append(_dumps(metadata))
         if sets:
             def run(conn: sqlite3.Connection) -> int:
-                return conn.execute(
+                changed = conn.execute(
                     f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*params, message_id)
                 ).rowcount
+                conn.execute(f"UPDATE sessions SET {BUMP_VERSION} WHERE id = "
+                             "(SELECT session_id FROM messages WHERE id = ?)", (message_id,))
+                return int(changed)
 
             if self.write(run) == 0:
                 raise NotFoundError(f"message {message_id} does not exist")
@@ -602,7 +609,10 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
             if up_to_id is not None:
                 sql += " AND id <= ?"
                 params.append(up_to_id)
-            return conn.execute(sql, params).rowcount
+            hidden = int(conn.execute(sql, params).rowcount)
+            if hidden:
+                conn.execute(f"UPDATE sessions SET {BUMP_VERSION} WHERE id = ?", (session_id,))
+            return hidden
 
         return self.write(run)
 

@@ -564,4 +564,11 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         INSERT INTO notes_fts(notes_fts) VALUES ('rebuild');
         """,
     ),
+    19: (
+        "session versions",
+        # Moved by every change of what a session's window shows (rows.BUMP_VERSION), so
+        # the shared hot cache keys a window by it: a hide, pin or forget racing another
+        # instance's read can no longer leave an old window under the current key.
+        "ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;",
+    ),
 }
