@@ -387,3 +387,58 @@ def test_locomo_noun_phrases_resolve_to_a_message_that_names_them(
     ref = resolve(msgs[i].content, msgs[:i]).references[0]
     assert ref.text == "that shelter" and ref.message_id == i - 1
     assert "dog shelters" in msgs[(ref.message_id or 0) - 1].content
+
+
+def _turn(user: str, assistant: str) -> list[Message]:
+    return [Message(role="user", content=user, id=1), Message(role="assistant", content=assistant, id=2)]
+
+
+def test_german_demonstratives_der_den_dem_agree_with_the_noun() -> None:
+    history = _turn("Welchen Rechner nehme ich?", "Ich empfehle den Raspberry Pi 5 und eine schnelle SD-Karte.")
+    res = resolve("Reicht der auch für Nextcloud?", history)
+    assert "Raspberry Pi 5" in res.resolved_query  # der (m) -> den Raspberry Pi 5, not die SD-Karte
+    # before a noun or an adjective with its ending, der/den/dem are articles, not references
+    for query in ("Ist der Raspberry schnell genug?", "Reicht der neue Rechner?", "Nimm den zweiten Weg"):
+        assert not [r for r in detect_references(query) if r.kind == "pronoun"], query
+    # a name after the noun is capitalised, a number or file-like; the verb after it is not
+    history = _turn("Und die Logs?", "Der Fehler sagt: Port belegt. Das Skript backup.sh räumt auf.")
+    assert "backup.sh" in resolve("Wie starte ich es?", history).resolved_query
+
+
+def test_a_german_ordinal_without_its_noun_selects_from_the_list() -> None:
+    history = _turn("Welche Dienste laufen?", "Diese Dienste laufen:\n- nginx\n- postgresql\n- redis")
+    assert "postgresql" in resolve("Läuft der zweite fehlerfrei?", history).resolved_query
+    assert "nginx" in resolve("Was ist mit dem ersten los?", history).resolved_query
+
+
+@pytest.mark.parametrize(("query", "language"), [("fix it", "en"), ("How do I free it?", "en"),
+                                                 ("Reparier das", "de"), ("Wie gebe ich ihn frei?", "de")])
+def test_a_repair_verb_points_at_the_reported_fault_not_the_command(query: str, language: str) -> None:
+    text = {"en": "Check its logs with `docker logs web`. The error says the port 8080 is already in use.",
+            "de": "Schau dir die Logs mit `docker logs web` an. Der Fehler sagt, dass Port 8080 schon belegt ist."}
+    res = resolve(query, _turn("My container keeps crashing.", text[language]))
+    assert "8080" in res.resolved_query and "docker logs" not in res.resolved_query.split("[Context")[1]
+    # "run it" is no repair: the command stays the referent
+    assert "docker logs web" in resolve("run it again", _turn("Crashing.", text["en"])).resolved_query
+
+
+@pytest.mark.parametrize("query", [
+    "Is it going to rain tomorrow?", "Wird es morgen regnen?", "Wie viel Uhr ist es in Tokio?",
+    "Es ist schon spät, ich mache morgen weiter.",
+])
+def test_weather_and_clock_it_es_are_no_references(query: str) -> None:
+    res = resolve(query, _turn("Installier htop.", "Erledigt: `sudo apt install htop` ist durchgelaufen."))
+    assert res.references == [] and res.resolved_query == query
+
+
+def test_ok_to_a_list_of_commands_asks_which_and_an_offer_names_its_command() -> None:
+    options = "Two options:\n1. Restart it with `sudo systemctl restart nginx`\n2. Clear the cache with `sudo rm -rf /var/cache/nginx/*`"
+    res = resolve("ok do that", _turn("My web server is slow.", options))
+    assert res.needs_clarification and any("restart nginx" in o for o in res.options) \
+        and any("rm -rf" in o for o in res.options)
+    assert "restart nginx" in resolve("ok, restart it", _turn("Slow.", options)).resolved_query
+    # a list that only informs is confirmed, not turned into a choice
+    info = resolve("ok", _turn("Which containers run?", "These run:\n- web\n- db"))
+    assert not info.needs_clarification
+    offer = _turn("Is my disk encrypted?", "No. I can encrypt it with `sudo ecryptfs-migrate-home -u max`. Shall I run it?")
+    assert "ecryptfs-migrate-home" in resolve("yes please", offer).resolved_query

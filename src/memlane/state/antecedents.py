@@ -67,12 +67,18 @@ _ARTICLE_GENDER = {
 }
 _GERMAN_NP = lazy_compile(
     r"\b((?i:der|den|dem|die|das|ein|eine|einen|einem|einer|dieser|diesen|diese|dieses))\s+"
-    r"(?:[a-zäöüß]+(?:e|en|er|es|em)\s+)?([A-ZÄÖÜ][\wäöüß-]*(?:\s+[A-Za-z0-9][\w.-]*)?)",
+    # the noun, and a name after it ("den Editor VS Code", "den Raspberry Pi 5", "das Skript
+    # backup.sh"): capitalised words, numbers and file-like names, so the verb after a
+    # subject ("Der Fehler sagt") stays out
+    r"(?:[a-zäöüß]+(?:e|en|er|es|em)\s+)?"
+    r"([A-ZÄÖÜ][\wäöüß-]*(?:\s+(?:[A-Z0-9][\w.-]*|[a-z][\w-]*[._/][\w./-]+)){0,3})",
     re.UNICODE,
 )
 _DATIVE_PREPS = frozenset("mit von zu bei aus nach seit gegenüber in an auf unter über vor hinter neben zwischen".split())
 #: What a German pronoun agrees with: "f" feminine, "m" masculine, "n" neuter.
-PRONOUN_GENDER = {"sie": "f", "ihr": "f", "er": "m", "ihn": "m", "ihm": "mn", "es": "n", "der": "m"}
+#: The demonstratives der/den/dem stand for a noun as er/ihn/ihm do ("Reicht der?" = "Reicht er?").
+PRONOUN_GENDER = {"sie": "f", "ihr": "f", "er": "m", "ihn": "m", "ihm": "mn", "es": "n",
+                  "der": "m", "den": "m", "dem": "mn", "die": "f"}
 
 
 @dataclass(slots=True)

@@ -244,7 +244,8 @@ _REF_DE = lazy_compile(
 )
 _SAID = lazy_compile(
     r"\b(?:what\s+did\s+you\s+(?:just\s+)?(?:say|suggest|mention|write|propose|recommend)|"
-    r"was\s+hast\s+du\b(?:\s+[\w-]+){0,4}?\s+(?:gesagt|vorgeschlagen|geschrieben|erwähnt)|"
+    r"was\s+(?:hast|hattest|habt|hattet|haben|hatten)\s+(?:du|ihr|sie)\b(?:\s+[\w-]+){0,4}?\s+"
+    r"(?:gesagt|vorgeschlagen|geschrieben|erwähnt)|"
     r"was\s+du\b(?:\s+[\w-]+){1,4}?\s+(?:gesagt|vorgeschlagen|geschrieben|erwähnt)(?:\s+hast)?|"
     r"what\s+you\s+(?:just\s+)?(?:said|suggested|mentioned|wrote|proposed|recommended)|"
     r"(?:as|like)\s+you\s+(?:said|suggested)|you\s+(?:just\s+)?(?:said|mentioned)|"
@@ -252,16 +253,23 @@ _SAID = lazy_compile(
     r"(?:\s+(?:hast|haben))?|wie\s+(?:du|sie)\s+(?:gesagt|vorgeschlagen))\b",
     _I,
 )
-_ORDINALS = {
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1,
+_ORDINALS_DE = {
     "erste": 1, "ersten": 1, "erster": 1, "erstes": 1, "zweite": 2, "zweiten": 2, "zweiter": 2,
     "zweites": 2, "dritte": 3, "dritten": 3, "dritter": 3, "drittes": 3, "vierte": 4,
     "vierten": 4, "letzte": -1, "letzten": -1,
 }
+_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "last": -1, **_ORDINALS_DE}
 _SELECT = lazy_compile(
-    r"\b(?:the|die|den|das|der)\s+(" + "|".join(_ORDINALS) + r")"
+    r"\b(?:the|die|den|das|der|dem)\s+(" + "|".join(_ORDINALS) + r")"
     r"(?:\s+(?:one|option|choice|item|variante|möglichkeit|punkt)\b|(?=\W*$))|"
     r"\b(?:option|number|nummer|nr\.?|punkt|variante)\s*(\d)\b|^\W*(\d)\W*$",
+    _I,
+)
+# German writes every noun with a capital: an article and an ordinal before a lower-case word
+# ("Läuft der zweite fehlerfrei?") or nothing leave the noun out, as "the second one" does.
+_SELECT_ELIDED = lazy_compile(
+    r"\b(?:die|den|das|der|dem)\s+(?:" + "|".join(_ORDINALS_DE)
+    + r")(?=\s+(?-i:[a-zäöüß])|\W*$)",
     _I,
 )
 _NAMED_ID = lazy_compile(r"\s*[-#]?\s*\d")
@@ -320,7 +328,7 @@ _EXPLETIVE_EN = lazy_compile(
     r"\bhow(?:'s|\s+is|\s+was)\s+it\s+going\b|\bis\s+it\s+(?:possible|ok|okay|safe|true|"
     r"necessary|normal|worth)\b|\bmake\s+it\s+(?:to|happen)\b|"
     # weather and clock time have no referent: "is it raining", "what time is it"
-    r"\bit\s+(?:\w+\s+)?(?:rain|snow|hail|drizzl|thunder|freez)\w*|\btime\s+is\s+it\b|"
+    r"\bit\b[^.?!,;]{0,24}?\b(?:rain|snow|hail|drizzl|thunder|freez)\w*|\btime\s+is\s+it\b|"
     # a placeholder for a clause that follows: "it is important to back up"
     r"\bit(?:'s|\s+is|\s+was)\s+\w+\s+(?:to|that)\b",
     _I,
@@ -329,8 +337,11 @@ _EXPLETIVE_DE = lazy_compile(
     r"\bes\s+(?:gibt|geht|regnet|schneit|tut\s+mir\s+leid|sei\s+denn|kommt\s+darauf\s+an)\b|"
     r"\b(?:gibt|geht|ging|gab)\s+es\b|\bwie\s+geht'?s\b|"
     # weather, clock time and temperature: "regnet es", "wie spät ist es", "es ist kalt"
-    r"\b(?:regnet|schneit|hagelt|donnert|blitzt|nieselt|friert)\s+es\b|\bspät\s+ist\s+es\b|"
-    r"\b(?:es\s+ist|ist\s+es)\s+(?:so\s+|sehr\s+|zu\s+)?(?:kalt|warm|heiß|kühl|dunkel|hell|spät|früh)\b|"
+    # weather verbs in any tense and order ("wird es morgen regnen"), clock time ("Uhr ist es")
+    r"\bes\b[^.?!,;]{0,24}?\b(?:regn|schnei|hagel|donner|blitz|niesel|frier)\w*|"
+    r"\b(?:regn|schnei|hagel|donner|blitz|niesel|frier)\w*\s+es\b|\b(?:spät|uhr)\s+ist\s+es\b|"
+    r"\b(?:es\s+ist|ist\s+es)\s+(?:(?:so|sehr|zu|schon|noch|ganz|ziemlich|echt)\s+)*"
+    r"(?:kalt|warm|heiß|kühl|dunkel|hell|spät|früh)\b|"
     # a placeholder for a clause that follows: "es ist wichtig, ... zu", "kommt es vor, dass"
     r"\bes\b[^.?!]*,\s*(?:dass|zu|wenn|ob)\b|\bes\b[^.?!,]*\bvor,?\s+dass\b|"
     r"^\W*es\s+ist\s+[a-zäöüß]+\s*,",
@@ -338,7 +349,7 @@ _EXPLETIVE_DE = lazy_compile(
 )
 _PRONOUN_RE = lazy_compile(
     r"\b(it|that(?:'s)?|this|them|they|these|those|the\s+same(?:\s+thing)?|she|her|he|him|"
-    r"es|das|dies|dieses|diese|ihn|ihm|ihr|sie|er|dasselbe|das\s+gleiche|selbiges|"
+    r"es|das|dies|dieses|diese|ihn|ihm|ihr|sie|er|der|den|dem|die|dasselbe|das\s+gleiche|selbiges|"
     # German pronominal adverbs point back like "it" with a preposition: "dafür" = "for it"
     r"da(?:r)?(?:an|auf|aus|bei|durch|für|gegen|in|mit|nach|neben|über|um|unter|von|vor|zu|zwischen))\b",
     _I,
@@ -347,7 +358,12 @@ _PLURAL = frozenset({"them", "they", "these", "those"})
 _COPULA = frozenset("is was are were isn't wasn't aren't weren't".split())
 #: Personal pronouns that may stand for a person, with the gender they ask for.
 _PERSONAL = {"she": "f", "her": "f", "he": "m", "him": "m", "sie": "f", "ihr": "f", "er": "m", "ihn": "m", "ihm": "m"}
-_GERMAN_PERSONAL = frozenset({"sie", "ihr", "er", "ihn", "ihm", "es"})
+_GERMAN_PERSONAL = frozenset({"sie", "ihr", "er", "ihn", "ihm", "es", "der", "den", "dem", "die"})
+#: der/den/dem/die alone are demonstrative pronouns ("Reicht der auch?"); before a noun, articles.
+_GERMAN_DEMONSTRATIVE = frozenset({"der", "den", "dem", "die"})
+#: An attributive German adjective always carries one of these endings ("der neue Server").
+_ADJECTIVE_ENDINGS = ("e", "en", "er", "es", "em")
+_ENGLISH_DETERMINERS = frozenset("the a an my your our their his her its this that".split())
 # "there"/"dort"/"da" point to a place, "then"/"damals" to a time. Existential "there is" and
 # the conjunction "da" (a clause's first word: "Da es regnet, ...") do not.
 _PLACE_REF = lazy_compile(
@@ -424,6 +440,15 @@ def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
         return False  # "that file" (an entity), "that we" (a conjunction), "this morning"
     if word == "that" and _prev_word(query, start) in _THAT_CONJ_BEFORE:
         return False  # "I think that's ..." reads as a statement, not a pointer
+    if word in _GERMAN_DEMONSTRATIVE:
+        # An article has its noun after it (German nouns are capitalised), maybe behind an
+        # adjective; "der zweite" is an ordinal (a selection); "the den" is English.
+        attributive = after.islower() and after.endswith(_ADJECTIVE_ENDINGS) and second[:1].isupper()
+        if not after or after[:1].isupper() or attributive \
+                or low_after in _ORDINALS or _prev_word(query, start) in _ENGLISH_DETERMINERS:
+            return False
+        if query[:start].rstrip().endswith(","):
+            return False  # a relative pronoun: "der Server, der läuft"
     if word in ("das", "dies", "dieses", "diese"):
         if after[:1].isupper() or (after.islower() and second[:1].isupper()):
             return False  # an article or determiner: "das System", "das neue System"
@@ -452,7 +477,7 @@ def detect_references(query: str) -> list[Reference]:
     for rx, kind in ((_CONFIRM_START, "confirmation"), (_CONTINUE, "confirmation"),
                      (_NEGATION_START, "negation"), (_NEGATION_ANY, "negation"),
                      (_REF_EN, "reference"), (_REF_DE, "reference"), (_SAID, "reference"),
-                     (_SELECT, "selection"), (_DEFINITE_TASK, "entity")):
+                     (_SELECT, "selection"), (_SELECT_ELIDED, "selection"), (_DEFINITE_TASK, "entity")):
         for m in rx.finditer(query):
             text = m.group(0).strip(" ,.!?")
             if kind == "entity" and _NAMED_ID.match(query, m.end()):
@@ -682,8 +707,16 @@ def _resolve_reply(ref: Reference, history: Sequence[Message], cands: Sequence[C
         return
     what, text = _focus(msg)
     snippet = _snip(text)
-    options = [c for c in cands if c.in_list and c.message_id == msg.id]
-    if ref.kind == "confirmation" and what == "question" and len(options) >= 2:
+    mine = [c for c in cands if c.message_id == msg.id]
+    commands = [c for c in mine if c.kind in ("command", "action")]
+    if what == "offer" and len(commands) == 1 and commands[0].target not in text:
+        # "Shall I run it?": the offer stands for the command the message proposed
+        snippet = f"{snippet} (`{commands[0].target}`)"
+    options = [c for c in mine if c.in_list]
+    steps = [c for c in options if c.kind in ("command", "action") or c.suggested]
+    if what != "question" and len(steps) >= 2:
+        options = steps  # "Two options: 1. `restart` 2. `clear the cache`" - "ok do that"
+    if ref.kind == "confirmation" and len(options) >= 2 and (what == "question" or options is steps):
         # "Which do you prefer?" - "ok": a yes to a choice is no choice. A word of the
         # query that names one option ("ok, restart") picks it; otherwise ask.
         chosen = _qualified(options, query, ref)
@@ -925,6 +958,36 @@ def _agreeing(ref: Reference, history: Sequence[Message]) -> tuple[str, Message]
     return None
 
 
+# Verbs whose object is a fault, not a thing to run: "fix it", "how do I free it",
+# "Reparier das", "Wie gebe ich ihn frei?" (a separable verb: its particle "frei" ends the clause).
+_REPAIR = lazy_compile(
+    r"\b(?:fix|fixe?n?|repair|solve|resolve|free|unblock|troubleshoot|debug|"
+    r"reparier\w*|beheb\w*|behob\w*|lös(?!ch)\w*|beseitig\w*|frei(?:geben|machen|bekommen)?)\b",
+    _I,
+)
+# What reports a fault: an error, something failing, taken, full, refused or missing.
+_FAULT = lazy_compile(
+    r"\b(?:error|errors|fail(?:s|ed|ing|ure)?|crash(?:es|ed|ing)?|broken|in\s+use|denied|refused|"
+    r"not\s+found|timed?\s+out|conflicts?|full|"
+    r"fehler\w*|fehlgeschlagen|schlägt\s+fehl|abgestürzt|stürzt|kaputt|belegt|verweigert|"
+    r"nicht\s+gefunden|voll|konflikt\w*|zeitüberschreitung)\b",
+    _I,
+)
+
+
+def _fault(history: Sequence[Message]) -> tuple[str, Message] | None:
+    """The newest sentence of the last turn that reports a fault (the assistant's diagnosis
+    before the user's complaint): what "fix it" or "Wie gebe ich ihn frei?" is about."""
+    for msg in reversed(history):
+        if msg.role != "system" and msg.content.strip():
+            for sentence in reversed(lang.sentences(msg.content)):
+                if _FAULT.search(sentence):
+                    return sentence, msg
+        if msg.role == "user":
+            return None
+    return None
+
+
 def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
                      cands: list[Candidate], resolved: list[Reference]) -> None:
     word = ref.text.lower()
@@ -949,6 +1012,11 @@ def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
         if what == "offer":  # "Shall I restart nginx?" - "do it"
             _set(ref, text, last.id, last.content, 0.8, f"'{ref.text}' refers to: {_snip(text)}")
             return
+    fault = _fault(history) if not plural and _REPAIR.search(query) else None
+    if fault is not None:
+        sentence, msg = fault
+        _set(ref, sentence, msg.id, msg.content, 0.75, f"'{ref.text}' refers to the problem: {_snip(sentence)}")
+        return
     if word in _GERMAN_PERSONAL and not plural and anchor is None:
         agreeing = _agreeing(ref, history)
         if agreeing is not None:
