@@ -17,6 +17,8 @@ from memlane.errors import InvalidInputError
 TIMINGS = (
     "search_ms_p50", "search_ms_p95", "search_ms_p50_query_vector_cached", "query_embedding_ms_p50",
     "vector_search_ms_p50", "vector_search_ms_p50_no_filter", "keyword_search_ms_p50",
+    "hybrid_ms_p50_expansion_on", "hybrid_ms_p95_expansion_on",
+    "hybrid_ms_p50_expansion_off", "hybrid_ms_p95_expansion_off",
 )
 COMPARED = {"vector_search_ms_p50", "vector_search_ms_p95", "vector_search_ms_p50_no_filter", "load_s", "version"}
 

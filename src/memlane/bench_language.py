@@ -1,7 +1,7 @@
 """``memlane bench stems``: what the keyword index's language work costs per message written.
 
-Every message written goes through ``memlane_stems()`` (language.keyword_text) in the same
-transaction. Splitting German compounds there (the parts beside the compound, so a question
+Every message's keyword row goes through ``memlane_stems()`` (language.keyword_text), on
+the write or, since the keyword row follows the message, on the indexing thread. Splitting German compounds there (the parts beside the compound, so a question
 naming the parts finds it) is extra work; this times ``keyword_text`` with and without the
 split on the same German messages, interleaved one by one so both sides see the same load:
 

@@ -11,6 +11,8 @@ Four figures, one run:
   (default 100,000) of one user, p50/p95, hybrid (BM25 + vectors + signals) including the
   query's embedding; then the same with the query vector cached, and the vector and BM25
   steps alone;
+* bilingual query expansion — the engine's hybrid search with expansion on and off
+  (query vectors cached, alternated query by query): what expansion costs a search;
 * ChromaDB — the same vectors in a ChromaDB collection (cosine HNSW), the same query
   vectors and the same user filter; reported as chroma p50 / memlane vector p50;
 * sqlite-vec — the same vectors in a ``vec0`` virtual table (cosine, ``user_id`` as a
@@ -38,7 +40,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -322,6 +324,10 @@ def run_search_bench(
             vec: list[float] = []
             vec_all: list[float] = []
             kw: list[float] = []
+            # Bilingual query expansion (search/crosslingual.py) on and off, the query vector
+            # cached on both sides and the order alternated: what expansion costs a search.
+            expansion = {True: engine.config, False: replace(engine.config, crosslingual=False)}
+            expanded: dict[bool, list[float]] = {True: [], False: []}
             for i, (q, v) in enumerate(zip(query_texts, qvecs, strict=True)):
                 # the real call: embeds the query, BM25, vectors, fusion, messages
                 hybrid.append(_time_once(mem.search, q, top_k=10, **whole))
@@ -332,6 +338,8 @@ def run_search_bench(
                 vec.append(_time_once(index.search, v, 10, flt))
                 vec_all.append(_time_once(index.search, v, 10, None))
                 kw.append(_time_once(mem.store.keyword_search, q, flt, limit=100))
+                for on in (i % 2 == 0, i % 2 == 1):
+                    expanded[on].append(_time_once(engine.search, q, flt, 10, config=expansion[on]))
             embed = _timed(lambda: embedder.embed_query("what did Ann say about the kayak trip"), 30)
         result["search_ms_p50"] = round(statistics.median(hybrid), 2)
         result["search_ms_p95"] = round(_pct(hybrid, 0.95), 2)
@@ -340,6 +348,9 @@ def run_search_bench(
         result["vector_search_ms_p50"] = round(statistics.median(vec), 2)
         result["vector_search_ms_p50_no_filter"] = round(statistics.median(vec_all), 2)
         result["keyword_search_ms_p50"] = round(statistics.median(kw), 2)
+        for on, name in ((True, "on"), (False, "off")):
+            result[f"hybrid_ms_p50_expansion_{name}"] = round(statistics.median(expanded[on]), 2)
+            result[f"hybrid_ms_p95_expansion_{name}"] = round(_pct(expanded[on], 0.95), 2)
         result["corpus"] = corpus.source
         result["corpus_kind"] = corpus.kind
         result["vectors"] = (
