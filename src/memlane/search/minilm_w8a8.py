@@ -57,6 +57,7 @@ SMOOTHING_ALPHA: Final = 0.5
 _QMAX: Final = 127.0
 _SHA_KEY: Final = "__model_sha256__"
 _PREFIX: Final = "memlane_w8a8"
+_MS_DOMAIN: Final = "com.microsoft"
 
 FloatArray = NDArray[np.float32]
 
@@ -227,7 +228,10 @@ def rewrite(model: Any, maxima: Mapping[str, FloatArray], *, unsigned_weights: b
     zero_point = constant(f"{_PREFIX}_zero_point", np.array(128, dtype=np.uint8))
     qmax = constant(f"{_PREFIX}_qmax", np.array(_QMAX, dtype=np.float32))
     eps = constant(f"{_PREFIX}_eps", np.array(1e-12, dtype=np.float32))
-    offset = constant(f"{_PREFIX}_offset", np.array(128.0, dtype=np.float32))
+    # +128 moves [-127, 127] to [1, 255]; the extra 0.5 lets the float-to-uint8 Cast, which
+    # truncates, round to nearest (half up) without a Round pass over the tensor.
+    offset = constant(f"{_PREFIX}_offset", np.array(128.5, dtype=np.float32))
+    one = constant(f"{_PREFIX}_one", np.array(1.0, dtype=np.float32))
     axes = constant(f"{_PREFIX}_axes", np.array([-1], dtype=np.int64)) if opset >= 18 else None
 
     # Weights: smoothed (LayerNorm inputs) and requantized, or kept as packaged.
@@ -278,9 +282,9 @@ def rewrite(model: Any, maxima: Mapping[str, FloatArray], *, unsigned_weights: b
             # One division per row, then a multiply per element (a Div per element is slower).
             helper.make_node("Div", [qmax, f"{p}_max_safe"], [f"{p}_inv_scale"]),
             helper.make_node("Mul", [source, f"{p}_inv_scale"], [f"{p}_scaled"]),
-            # |scaled| <= 127 (up to one rounding step), so +128 lands in [1, 255].
-            helper.make_node("Round", [f"{p}_scaled"], [f"{p}_rounded"]),
-            helper.make_node("Add", [f"{p}_rounded", offset], [f"{p}_shifted"]),
+            # |scaled| <= 127 (up to one rounding step), so +128.5 lands in [1, 256) and
+            # truncates to [1, 255].
+            helper.make_node("Add", [f"{p}_scaled", offset], [f"{p}_shifted"]),
             helper.make_node("Cast", [f"{p}_shifted"], [f"{p}_u8"], to=tensor.UINT8),
         ])
         quantized[activation] = (f"{p}_u8", f"{p}_scale")
@@ -296,13 +300,19 @@ def rewrite(model: Any, maxima: Mapping[str, FloatArray], *, unsigned_weights: b
         zero_points = [zero_point, zero_point] if unsigned_weights else [zero_point]
         o = target.output
         nodes.extend([
-            helper.make_node("MatMulInteger", [a_u8, w, *zero_points], [f"{o}_{_PREFIX}_i32"]),
-            helper.make_node("Cast", [f"{o}_{_PREFIX}_i32"], [f"{o}_{_PREFIX}_f32"], to=tensor.FLOAT),
-            helper.make_node("Mul", [f"{o}_{_PREFIX}_f32", a_scale], [f"{o}_{_PREFIX}_rows"]),
-            helper.make_node("Mul", [f"{o}_{_PREFIX}_rows", w_scale], [o]),
+            # The integer product, its conversion to float and the weight's column scales in
+            # one kernel (onnxruntime's contrib op), so only the row scale is a pass of its own.
+            # Its a_scale is one number per tensor (or per column of A), never per row.
+            helper.make_node(
+                "MatMulIntegerToFloat", [a_u8, w, one, w_scale, *zero_points], [f"{o}_{_PREFIX}_cols"],
+                domain=_MS_DOMAIN,
+            ),
+            helper.make_node("Mul", [f"{o}_{_PREFIX}_cols", a_scale], [o]),
         ])
     del graph.node[:]
-    graph.node.extend(_live(nodes, {out.name for out in graph.output}))
+    graph.node.extend(_live(_fuse_bias_gelu(_drop_nan_guards(nodes), inits), {out.name for out in graph.output}))
+    if not any(o.domain == _MS_DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(_MS_DOMAIN, 1))
     used = {name for node in graph.node for name in node.input}
     live_inits = [init for init in graph.initializer if init.name in used]
     del graph.initializer[:]
@@ -311,6 +321,90 @@ def rewrite(model: Any, maxima: Mapping[str, FloatArray], *, unsigned_weights: b
     # tests/test_minilm_w8a8.py runs it on the rewritten model instead.
     data: bytes = model.SerializeToString()
     return data
+
+
+def _drop_nan_guards(nodes: list[Any]) -> list[Any]:
+    """Drop ``Where(IsNaN(softmax), 0, softmax)`` after each attention softmax.
+
+    The exporter guards against rows whose every key is masked; here every row keeps at
+    least [CLS] unmasked, so the guard never fires and only costs two passes per layer.
+    """
+    producers = {out: node for node in nodes for out in node.output}
+    renames: dict[str, str] = {}
+    dropped: set[int] = set()
+    for node in nodes:
+        if node.op_type != "Where" or len(node.input) != 3:
+            continue
+        isnan = producers.get(node.input[0])
+        if isnan is None or isnan.op_type != "IsNaN" or node.input[2] != isnan.input[0]:
+            continue
+        source = producers.get(isnan.input[0])
+        if source is None or source.op_type != "Softmax":
+            continue
+        renames[node.output[0]] = isnan.input[0]
+        dropped.update((id(node), id(isnan)))
+    kept = [node for node in nodes if id(node) not in dropped]
+    for node in kept:
+        for i, name in enumerate(node.input):
+            if name in renames:
+                node.input[i] = renames[name]
+    return kept
+
+
+def _fuse_bias_gelu(nodes: list[Any], inits: Mapping[str, Any]) -> list[Any]:
+    """``x = a + bias; x * 0.5 * (1 + erf(x / sqrt 2))`` as one com.microsoft ``BiasGelu``.
+
+    The exporter writes GELU as five elementwise operators over the widest activations of
+    the model (1536 per token), after the bias Add: six passes that one kernel does. The
+    pattern is matched exactly (with its constants); anything else is left as it is.
+    """
+    producers = {out: node for node in nodes for out in node.output}
+    consumers: dict[str, list[Any]] = {}
+    for node in nodes:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+
+    def only_consumer(name: str, op_type: str) -> Any:
+        found = consumers.get(name, [])
+        return found[0] if len(found) == 1 and found[0].op_type == op_type else None
+
+    def constant(name: str) -> float | None:
+        init = inits.get(name)
+        if init is None:
+            return None
+        value = np.asarray(_onnx().numpy_helper.to_array(init))
+        return float(value) if value.size == 1 else None
+
+    replaced: dict[int, Any] = {}
+    dropped: set[int] = set()
+    for erf in nodes:
+        if erf.op_type != "Erf":
+            continue
+        div = producers.get(erf.input[0])
+        if div is None or div.op_type != "Div" or not np.isclose(constant(div.input[1]) or 0.0, np.sqrt(2.0)):
+            continue
+        x = div.input[0]
+        bias_add = producers.get(x)
+        add_one = only_consumer(erf.output[0], "Add")
+        if bias_add is None or bias_add.op_type != "Add" or add_one is None:
+            continue
+        if constant(next((n for n in add_one.input if n != erf.output[0]), "")) != 1.0:
+            continue
+        half = only_consumer(add_one.output[0], "Mul")
+        if half is None or constant(next((n for n in half.input if n != add_one.output[0]), "")) != 0.5:
+            continue
+        times_x = only_consumer(half.output[0], "Mul")
+        if times_x is None or x not in times_x.input or len(consumers.get(x, [])) != 2:
+            continue
+        biases = [n for n in bias_add.input if n in inits and inits[n].dims and len(inits[n].dims) == 1]
+        if len(biases) != 1:
+            continue
+        a = next(n for n in bias_add.input if n != biases[0])
+        replaced[id(times_x)] = _onnx().helper.make_node(
+            "BiasGelu", [a, biases[0]], [times_x.output[0]], domain=_MS_DOMAIN
+        )
+        dropped.update((id(bias_add), id(div), id(erf), id(add_one), id(half)))
+    return [replaced.get(id(node), node) for node in nodes if id(node) not in dropped]
 
 
 def _copy(model: Any) -> Any:
