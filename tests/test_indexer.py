@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -129,3 +134,68 @@ def test_messages_queued_while_busy_go_to_the_model_together(
     assert embedder.calls[0] == 2
     assert embedder.calls[1:] == [100] * (rest // 100) + ([rest % 100] if rest % 100 else [])
     _assert_vectors_match_documents(store, index, ids)
+
+
+_DIES_MID_BATCH = """
+import sys, time
+from pathlib import Path
+from memlane.search.embedders import HashingEmbedder
+from memlane.search.indexer import Indexer
+from memlane.search.recall import model_info
+from memlane.search.vectors import SQLiteVectorIndex, check_model
+from memlane.store import SQLiteStore
+
+class StallsOnSecondBatch(HashingEmbedder):
+    calls = 0
+    def embed(self, texts):
+        StallsOnSecondBatch.calls += 1
+        if StallsOnSecondBatch.calls == 2:  # the first batch's vectors are stored by now
+            Path(sys.argv[2]).write_text(str(len(texts)))
+            time.sleep(600)  # killed here, in the middle of the second batch
+        return super().embed(texts)
+
+store = SQLiteStore(sys.argv[1])
+index = SQLiteVectorIndex(store)
+embedder = StallsOnSecondBatch()
+check_model(index, model_info(embedder))
+Indexer(store, index, embedder, batch_size=100).flush()
+"""
+
+
+def test_a_process_killed_mid_batch_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "killed.db"
+    ids = sorted(_write_messages(path, 160))
+    marker = tmp_path / "in-second-batch"
+    script = tmp_path / "dies.py"
+    script.write_text(_DIES_MID_BATCH)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.Popen([sys.executable, str(script), str(path), str(marker)], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the indexer never reached its second batch"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert marker.read_text() == "100"
+
+    store = SQLiteStore(path)
+    try:
+        index = SQLiteVectorIndex(store)
+        assert index.count() == 100  # the first batch survived the kill whole
+        # The next process finds the rest in the log and embeds exactly what was missing.
+        embedder = GatedEmbedder()
+        embedder.gate.set()
+        indexer = Indexer(store, index, embedder, batch_size=100)
+        try:
+            assert indexer.flush()
+        finally:
+            indexer.close()
+        assert sum(embedder.calls) == len(ids) - 100
+        assert index.count() == len(ids)
+        _assert_vectors_match_documents(store, index, ids)
+    finally:
+        store.close()

@@ -4,6 +4,11 @@ the float32-activation variant."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +21,19 @@ from memlane import EmbedderMismatchError, Memory
 from memlane.cli.main import main as cli_main
 from memlane.cli.minilm_w8a8 import compare_variants, main
 from memlane.errors import EmbedderError
-from memlane.search.embedders import MINILM_F32_MODEL_ID, MINILM_MODEL_ID, MiniLMEmbedder, _default_model_path
+from memlane.search.embedders import (
+    MINILM_F32_MODEL_ID,
+    MINILM_MAX_TOKENS,
+    MINILM_MODEL_ID,
+    MiniLMEmbedder,
+    _default_model_path,
+    _default_tokenizer_path,
+    minilm_tokenizer,
+)
 from memlane.search.minilm_w8a8 import (
     _file_sha256,
     _shipped_maxima,
+    cached_w8a8_model,
     calibration_texts,
     quantizable_matmuls,
     rewrite,
@@ -172,3 +186,58 @@ def test_compare_variants_reports_cosine_and_speed() -> None:
     assert figures["texts"] == 20
     assert 0.99 <= figures["cosine_min"] <= figures["cosine_p01"] <= figures["cosine_mean"] <= 1.0
     assert figures["int8_texts_per_s"] > 0 and figures["float32_texts_per_s"] > 0
+
+
+_LOAD_SCRIPT = """
+import json, sys
+from memlane.search.embedders import MiniLMEmbedder
+vectors = MiniLMEmbedder().embed(["I painted a sunrise last week.", "Wir fahren im August an die Ostsee."])
+print(json.dumps({"vectors": vectors.tolist(), "rewrote": "onnx" in sys.modules}))
+"""
+
+
+def _load_in_fresh_process(tmp_path: Path, cache_home: Path) -> tuple[np.ndarray, bool]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
+           "HOME": str(tmp_path), "XDG_CACHE_HOME": str(cache_home)}
+    proc = subprocess.run([sys.executable, "-c", _LOAD_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    return np.asarray(out["vectors"], dtype=np.float32), bool(out["rewrote"])
+
+
+def test_the_rewritten_model_is_kept_for_the_next_process(tmp_path: Path) -> None:
+    cache_home = tmp_path / "cache"
+    first, rewrote = _load_in_fresh_process(tmp_path, cache_home)
+    assert rewrote  # the first process rewrites the graph (which needs the onnx package) ...
+    [cached] = (cache_home / "memlane").glob("minilm-w8a8-*.onnx")
+    second, rewrote = _load_in_fresh_process(tmp_path, cache_home)
+    assert not rewrote  # ... the next one opens the kept file and never imports onnx
+    np.testing.assert_array_equal(second, first)
+
+    # A damaged copy (a disk error, a half-copied home directory) is made again, not an error.
+    cached.write_bytes(b"not an onnx model")
+    third, rewrote = _load_in_fresh_process(tmp_path, cache_home)
+    assert rewrote
+    np.testing.assert_array_equal(third, first)
+    assert onnx.load(str(cached)).graph.node  # the file is whole again
+
+    # Without a writable cache directory the model still loads, rewritten in memory.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    fourth, rewrote = _load_in_fresh_process(tmp_path, blocker / "cache")
+    assert rewrote
+    np.testing.assert_array_equal(fourth, first)
+
+
+def test_the_cache_key_follows_the_model_file(tmp_path: Path) -> None:
+    # Another model file (or the same path rewritten) must not be served the old rewrite.
+    tokenizer = minilm_tokenizer(_default_tokenizer_path(), MINILM_MAX_TOKENS)
+    copy = tmp_path / "model.onnx"
+    shutil.copyfile(_default_model_path(), copy)
+    first = cached_w8a8_model(copy, tokenizer, tmp_path / "cache")
+    assert isinstance(first, str) and Path(first).is_file()
+    assert cached_w8a8_model(copy, tokenizer, tmp_path / "cache") == first
+    os.utime(copy, ns=(1_000_000_000, 1_000_000_000))  # same bytes, another file version
+    second = cached_w8a8_model(copy, tokenizer, tmp_path / "cache")
+    assert second != first and Path(second).is_file()

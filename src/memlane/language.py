@@ -22,7 +22,6 @@ Deterministic and offline: the language-id model ships inside the ``py3langid`` 
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from functools import lru_cache
@@ -110,8 +109,9 @@ def _langid() -> Any:
 def _cache_dir() -> Path:
     from importlib.metadata import version
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "memlane" / f"py3langid-{version('py3langid')}-{'-'.join(LANGUAGES)}"
+    from memlane.user_cache import user_cache_dir
+
+    return user_cache_dir() / f"py3langid-{version('py3langid')}-{'-'.join(LANGUAGES)}"
 
 
 def _load_identifier() -> Any:

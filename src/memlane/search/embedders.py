@@ -24,6 +24,7 @@ import hashlib
 import importlib.resources
 import importlib.util
 import itertools
+import logging
 import os
 import re
 import threading
@@ -35,6 +36,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from memlane.errors import EmbedderError, InvalidInputError, MissingExtraError
 from memlane.ports import Embedder
+
+log = logging.getLogger(__name__)
 
 # numpy, httpx and tenacity are imported where vectors are made, not here: Memory imports
 # this module when it opens, and a process that never embeds should not pay for them.
@@ -206,26 +209,46 @@ def _load_minilm(
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        model: str | bytes = str(model_path)
         if activations == "int8":
-            from memlane.search.minilm_w8a8 import w8a8_model
-
-            model = w8a8_model(model_path, tokenizer)
-        try:
-            session = ort.InferenceSession(
-                model,
-                sess_options=options,
-                providers=["CPUExecutionProvider"],
-                # Fusing residual add + LayerNorm into SkipLayerNormalization made this model
-                # ~5% slower on CPU (onnxruntime 1.32: the fused kernel took 8 ms per batch of
-                # 9x40 tokens where Add + LayerNormalization took 3), for no change in output.
-                disabled_optimizers=["SkipLayerNormFusion"],
-            )
-        except Exception as exc:  # onnxruntime raises its own non-exported exception types
-            raise EmbedderError(f"cannot load ONNX model {model_path}: {exc}") from exc
+            session = _w8a8_session(ort, options, model_path, tokenizer)
+        else:
+            session = _session(ort, options, str(model_path), model_path)
         loaded = _LoadedMiniLM(session, tokenizer, threads)
         _MINILM_LOADED[key] = loaded
         return loaded
+
+
+def _session(ort: Any, options: Any, model: str | bytes, model_path: Path) -> Any:
+    try:
+        return ort.InferenceSession(
+            model,
+            sess_options=options,
+            providers=["CPUExecutionProvider"],
+            # Fusing residual add + LayerNorm into SkipLayerNormalization made this model
+            # ~5% slower on CPU (onnxruntime 1.32: the fused kernel took 8 ms per batch of
+            # 9x40 tokens where Add + LayerNormalization took 3), for no change in output.
+            disabled_optimizers=["SkipLayerNormFusion"],
+        )
+    except Exception as exc:  # onnxruntime raises its own non-exported exception types
+        raise EmbedderError(f"cannot load ONNX model {model_path}: {exc}") from exc
+
+
+def _w8a8_session(ort: Any, options: Any, model_path: Path, tokenizer: Any) -> Any:
+    """The int8-activation session, from the rewritten model cached in the user's cache
+    directory (made and kept there on first use); a damaged cached copy is made again."""
+    from memlane.search.minilm_w8a8 import cached_w8a8_model
+    from memlane.user_cache import user_cache_dir
+
+    model = cached_w8a8_model(model_path, tokenizer, user_cache_dir())
+    if isinstance(model, bytes):
+        return _session(ort, options, model, model_path)
+    try:
+        return _session(ort, options, model, model_path)
+    except EmbedderError:
+        log.warning("memlane: the cached int8 MiniLM %s did not load; making it again", model)
+        with contextlib.suppress(OSError):
+            Path(model).unlink()
+        return _session(ort, options, cached_w8a8_model(model_path, tokenizer, user_cache_dir()), model_path)
 
 
 class MiniLMEmbedder(Embedder):

@@ -27,10 +27,13 @@ instead, which is slower but gives the same integers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
+import os
 import platform
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,6 +47,7 @@ from memlane.errors import EmbedderError
 
 __all__ = [
     "SMOOTHING_ALPHA",
+    "cached_w8a8_model",
     "calibrate",
     "calibration_texts",
     "quantizable_matmuls",
@@ -436,3 +440,49 @@ def w8a8_model(model_path: Path, tokenizer: Any) -> bytes:
     if maxima is None:
         maxima = calibrate(model, tokenizer, calibration_texts())
     return rewrite(model, maxima, unsigned_weights=not u8s8_is_exact())
+
+
+def _cache_key(model_path: Path, unsigned_weights: bool) -> str:
+    """What the rewritten model depends on: the model file (by identity, not by content:
+    hashing 23 MB would cost what the cache saves), this module's code, the shipped
+    smoothing and calibration data, and the weight signedness chosen for this CPU."""
+    digest = hashlib.sha256()
+    stat = model_path.stat()
+    digest.update(f"{model_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{unsigned_weights}".encode())
+    for part in (Path(__file__), _data_path("minilm-w8a8-smoothing.npz"), _data_path("minilm-calibration.txt")):
+        with contextlib.suppress(OSError):  # a missing data file is part of the key too
+            digest.update(part.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def cached_w8a8_model(model_path: Path, tokenizer: Any, cache_dir: Path | None) -> str | bytes:
+    """:func:`w8a8_model`, kept in ``cache_dir`` after the first process made it.
+
+    Rewriting costs every process ~0.4 s (importing onnx, parsing and re-serialising the
+    graph, hashing the model file); a cached copy is a file onnxruntime opens directly.
+    Returns the cached file's path, or the bytes themselves when ``cache_dir`` is None or
+    cannot be written (the model still loads; only the saving is lost).
+    """
+    if cache_dir is None:
+        return w8a8_model(model_path, tokenizer)
+    try:
+        target = cache_dir / f"minilm-w8a8-{_cache_key(model_path, not u8s8_is_exact())}.onnx"
+    except OSError as exc:
+        raise EmbedderError(f"cannot read ONNX model {model_path}: {exc}") from exc
+    if target.is_file():
+        return str(target)
+    data = w8a8_model(model_path, tokenizer)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".minilm-w8a8-", dir=cache_dir)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, target)  # atomic: a process that reads it never sees half a file
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError:
+        return data
+    return str(target)
