@@ -174,10 +174,12 @@ def test_keyword_ranking_agrees_with_sqlite(fresh_pg_store: PostgresStore, tmp_p
             b = [h.message.content for h in pg_hits]
             assert a[:3] == b[:3], query
             assert set(a) == set(b), query
-            again = cached.keyword_search(query, MessageFilter(), limit=6)
-            assert [(h.message.id, round(h.score, 9)) for h in again] == [
-                (h.message.id, round(h.score, 9)) for h in pg_hits
-            ], query
+            # counted by the statement the first time, from the cache the second
+            for _ in range(2):
+                again = cached.keyword_search(query, MessageFilter(), limit=6)
+                assert [(h.message.id, round(h.score, 9)) for h in again] == [
+                    (h.message.id, round(h.score, 9)) for h in pg_hits
+                ], query
         assert cached.keyword_search("the and of", MessageFilter()) == []  # stopwords only
     finally:
         lite.close()

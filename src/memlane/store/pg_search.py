@@ -23,7 +23,7 @@ from memlane.models import MessageFilter
 from memlane.store.base import KeywordHit
 from memlane.store.pg_rows import _M_COLS, _message_where, row_to_message, sessions_join
 from memlane.store.postgres_schema import TEXT_CONFIGS
-from memlane.store.term_budget import ROW_BUDGET, terms_within_budget
+from memlane.store.term_budget import ROW_BUDGET
 from memlane.text import compound_words, content_words
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ _B = 0.75
 #: Corpus statistics are recounted on every search below this many messages and cached
 #: for ``stats_ttl`` seconds above it (counting document frequencies costs a GIN scan).
 EXACT_STATS_BELOW = 5_000
+#: The row budget of a log too small to exceed it (a bigint: every lexeme is kept).
+_NO_BUDGET = 2**62
 #: ``l.lexeme`` as a one-lexeme tsquery (quoted: a lexeme may hold quotes or backslashes).
 _QUOTED_LEXEME = r"""('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery"""
 
@@ -92,40 +94,36 @@ class Bm25Index:
             self._corpus_cache = fresh
         return fresh[1], fresh[2]
 
-    def _doc_freqs(self, conn: Conn, words: Sequence[str]) -> dict[str, int]:
-        """Document frequency of each lexeme of ``words``; per word, cached for stats_ttl."""
+    def _known_doc_freqs(self, words: Sequence[str]) -> tuple[list[str], list[int]]:
+        """Cached document frequencies of the lexemes of ``words`` whose every lexeme is
+        fresh (younger than ``stats_ttl``); the search statement counts the others."""
         now = time.monotonic()
-        df: dict[str, int] = {}
-        missing: list[str] = []
+        known: dict[str, int] = {}
         with self._stats_lock:
             for w in words:
                 lexemes = self._lexemes.get(w)
                 hits = [self._df.get(lex) for lex in lexemes or ()]
                 fresh = [h[1] for h in hits if h is not None and now - h[0] < self._stats_ttl]
-                if lexemes is None or len(fresh) < len(lexemes):
-                    missing.append(w)
-                else:
-                    df.update(zip(lexemes, fresh, strict=True))
-        if not missing:
-            return df
-        rows = conn.execute(
-            f"SELECT w, l.lexeme, (SELECT count(*) FROM messages m WHERE m.tsv @@ {_QUOTED_LEXEME}) "
-            f"FROM unnest(%s::text[]) AS w LEFT JOIN LATERAL unnest({every_config_tsvector('w')}) AS l ON true",
-            (missing,),
-        ).fetchall()
-        found: dict[str, list[str]] = {w: [] for w in missing}
-        for w, lexeme, count in rows:
-            if lexeme is not None:
-                found[w].append(lexeme)
-                df[lexeme] = int(count)
+                if lexemes is not None and len(fresh) == len(lexemes):
+                    known.update(zip(lexemes, fresh, strict=True))
+        return list(known), list(known.values())
+
+    def _remember_doc_freqs(self, words: Sequence[str], found: Sequence[tuple[str, str, int]]) -> None:
+        """Cache what a search statement reported: each word's lexemes and their frequencies
+        (a word without lexemes, a stopword in every configuration, is cached as such)."""
+        now = time.monotonic()
+        by_word: dict[str, list[str]] = {w: [] for w in words}
         with self._stats_lock:
             if len(self._df) > 50_000:  # a bound, not an LRU: refilling is cheap
                 self._df.clear()
                 self._lexemes.clear()
-            for w, new in found.items():
-                self._lexemes[w] = tuple(new)
-                self._df.update({lex: (now, df[lex]) for lex in new})
-        return df
+            for w, lexeme, count in found:
+                by_word.setdefault(w, []).append(lexeme)
+                fresh = self._df.get(lexeme)
+                if fresh is None or now - fresh[0] >= self._stats_ttl:
+                    self._df[lexeme] = (now, int(count))
+            for w, lexemes in by_word.items():
+                self._lexemes[w] = tuple(dict.fromkeys(lexemes))
 
     def search(self, store: PostgresStore, query: str, flt: MessageFilter, limit: int) -> list[KeywordHit]:
         found = content_words(query)
@@ -177,24 +175,46 @@ class Bm25Index:
                     """,
                     (" ".join(words), *params, int(limit)),
                 ).fetchall()
-            df = self._doc_freqs(conn, words)
-            if not df:
-                return []  # only stopwords of the text-search config
-            lexemes = sorted(df)
-            if n_docs > self.row_budget:
-                # As on SQLite (term_budget.py): every row matching any OR-ed lexeme is
-                # scored before the sort, so the most frequent lexemes are left out.
-                lexemes = terms_within_budget(lexemes, df, self.row_budget)
-            idf = [fts5_idf(n_docs, df[lex]) for lex in lexemes]
-            ranked = rank.format(k1p1=_K1 + 1, k1=_K1, b=_B, avgdl="%s", lexemes="%s::text[]")
-            return conn.execute(
+            # A large log: N and the average length come from the cache, so do document
+            # frequencies where fresh; the statement counts the others itself, keeps the
+            # lexemes within the row budget (term_budget.py) and reports its counts in the
+            # first row, so the search stays one round trip when a query brings new words.
+            known_lexemes, known_dfs = self._known_doc_freqs(words)
+            budget = self.row_budget if n_docs > self.row_budget else _NO_BUDGET
+            ranked = rank.format(k1p1=_K1 + 1, k1=_K1, b=_B, avgdl="%s", lexemes="lx.arr")
+            rows = conn.execute(
                 f"""
-                WITH w(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),
-                {top.format(join=join, rank=ranked, query="%s::tsquery")}
-                {fetch}
+                WITH wl AS (
+                    SELECT w, l.lexeme FROM unnest(%s::text[]) AS w
+                    CROSS JOIN LATERAL unnest({every_config_tsvector("w")}) AS l),
+                known(lexeme, df) AS (SELECT * FROM unnest(%s::text[], %s::bigint[])),
+                d AS (
+                    SELECT l.lexeme, {_QUOTED_LEXEME} AS query,
+                           coalesce(k.df, (SELECT count(*) FROM messages x
+                                           WHERE x.tsv @@ {_QUOTED_LEXEME})) AS df
+                    FROM (SELECT DISTINCT lexeme FROM wl) l LEFT JOIN known k ON k.lexeme = l.lexeme),
+                kept AS (
+                    SELECT lexeme, query, df FROM (
+                        SELECT d.*, sum(df) OVER o AS cum, row_number() OVER o AS n FROM d
+                        WINDOW o AS (ORDER BY df, lexeme COLLATE "C" ROWS UNBOUNDED PRECEDING)) b
+                    WHERE n = 1 OR cum <= %s),
+                w AS (SELECT lexeme,
+                             greatest(1e-6, ln(greatest(%s - df + 0.5, 1e-300) / (df + 0.5))) AS idf
+                      FROM kept),
+                lx AS (SELECT array_agg(lexeme) AS arr,
+                              string_agg(query::text, ' | ')::tsquery AS query FROM kept),
+                {top.format(join=join + " CROSS JOIN lx", rank=ranked, query="lx.query")},
+                found AS ({fetch}),
+                counted AS (SELECT array_agg(wl.w) AS words, array_agg(wl.lexeme) AS lexemes,
+                                   array_agg(d.df) AS dfs FROM wl JOIN d ON d.lexeme = wl.lexeme)
+                SELECT counted.words, counted.lexemes, counted.dfs, found.*
+                FROM counted LEFT JOIN found ON true ORDER BY found.score DESC, found.id
                 """,
-                (lexemes, idf, avgdl, lexemes, tsquery_literal(lexemes), *params, int(limit)),
+                (words, known_lexemes, known_dfs, budget, float(n_docs), avgdl, *params, int(limit)),
             ).fetchall()
+            counted_words, lexemes, dfs = rows[0][:3]
+            self._remember_doc_freqs(words, list(zip(counted_words or (), lexemes or (), dfs or (), strict=True)))
+            return [r[3:] for r in rows if r[3] is not None]
 
         rows = store._run(run, write=False)
         return [KeywordHit(row_to_message(r[:-1]), float(r[-1])) for r in rows]

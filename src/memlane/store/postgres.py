@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 from psycopg_pool import ConnectionPool
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
@@ -64,6 +64,7 @@ from memlane.store.pg_rows import (
     _SESSION_INSERT_COLS,
     DIALECT,
     _aware,
+    load_jsonb,
     row_to_message,
     row_to_session,
 )
@@ -233,6 +234,7 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
         return self._pool
 
     def _configure(self, conn: Conn) -> None:
+        set_json_loads(load_jsonb, conn)
         names, values = zip(*self._session_settings.items(), strict=True)
         conn.execute(
             "SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[]) AS s(name, value)",
