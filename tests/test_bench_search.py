@@ -107,4 +107,5 @@ def test_bench_search_vectors_only_times_the_index_alone(capsys: pytest.CaptureF
     assert set(fresh["by_share"]) == {"1%", "10%", "100%"}
     assert all(0 < s["vector_search_ms_p50"] <= s["vector_search_ms_p95"] for s in fresh["by_share"].values())
     assert fresh["memory_after_searches"]["rss_mb"] > 0
-    assert fresh["recall_at_100_vs_exact"] == 1.0  # 2,500 rows: scored in float32, exact
+    for share in fresh["by_share"].values():  # 2,500 rows: below ivf.ANN_ABOVE, so exact
+        assert share["recall_at_10_vs_exact"] == share["recall_at_100_vs_exact"] == 1.0

@@ -114,11 +114,22 @@ def run_vectors(spec: dict[str, Any]) -> dict[str, Any]:
         out["memory_after_searches"] = memory_mb()
         exact = getattr(index, "exact_top", None)
         if callable(exact):
-            # Recall@100 of the index (int8 pre-ranking, float32 re-scoring) against a float32
-            # scan of every row, on the whole database.
-            found = [len({m for m, _ in index.search(q, 100, MessageFilter(**shares["100%"]))}
-                         & {m for m, _ in exact(q, 100)}) / 100 for q in queries[:20]]
-            out["recall_at_100_vs_exact"] = round(sum(found) / len(found), 4)
+            # Recall@10/@100 of index.search (exact int8 pre-ranking with float32 re-scoring
+            # up to ivf.ANN_ABOVE rows, the inverted lists beyond) against a float32 scan
+            # of every row the share's filter allows.
+            from memlane.search.ivf import ANN_ABOVE
+
+            out["ann_above_rows"] = ANN_ABOVE
+            for share, flt in shares.items():
+                found10: list[float] = []
+                found100: list[float] = []
+                for q in queries[:20]:
+                    got = [m for m, _ in index.search(q, 100, MessageFilter(**flt))]
+                    want = [m for m, _ in exact(q, 100, MessageFilter(**flt))]
+                    found10.append(len(set(got[:10]) & set(want[:10])) / max(1, min(10, len(want))))
+                    found100.append(len(set(got) & set(want)) / max(1, len(want)))
+                by_share[share]["recall_at_10_vs_exact"] = round(sum(found10) / len(found10), 4)
+                by_share[share]["recall_at_100_vs_exact"] = round(sum(found100) / len(found100), 4)
     finally:
         store.close()
     return out

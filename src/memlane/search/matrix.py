@@ -206,24 +206,26 @@ def score(segment: Segment, q: Vectors, slices: Sequence[tuple[int, int]] | None
     None): int8 estimates when ``quantized``, else exact float32."""
     if rows is not None:
         picked = rows
-        parts = [_scores(segment.codes[rows], segment.scales[rows], segment.data[rows], q, quantized)]
+        parts = [_scores(segment, rows, q, quantized)]
     else:
         cuts = slices if slices is not None else [(0, len(segment))]
         picked = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in cuts]) if cuts else np.zeros(0, np.int64)
-        parts = [_scores(segment.codes[a:b], segment.scales[a:b], segment.data[a:b], q, quantized) for a, b in cuts]
+        parts = [_scores(segment, slice(a, b), q, quantized) for a, b in cuts]
     sims = np.concatenate(parts) if parts else np.zeros(0, np.float32)
     return Scored(segment, picked, sims.astype(np.float32, copy=False), skip)
 
 
-def _scores(codes: NDArray[np.int8], scales: NDArray[np.float32], data: NDArray[np.float32], q: Vectors,
-            quantized: bool) -> NDArray[np.float32]:
+def _scores(segment: Segment, rows: slice | Int64s, q: Vectors, quantized: bool) -> NDArray[np.float32]:
+    # Only the arrays a mode reads are indexed: gathering rows of a memory-mapped float32
+    # file that an int8 scan never needs would read (and keep resident) 4x the bytes.
+    if not quantized or _simsimd is None:
+        return dots(segment.data[rows], q)
+    codes = segment.codes[rows]
     if not len(codes):
         return np.zeros(0, np.float32)
-    if not quantized or _simsimd is None:
-        return dots(data, q)
     q_codes, _ = quantize(q[None, :])
     approx = np.asarray(_simsimd.cdist(q_codes, codes, metric="dot", out_dtype="float32")).reshape(-1)
-    np.multiply(approx, scales, out=approx)
+    np.multiply(approx, segment.scales[rows], out=approx)
     return approx
 
 

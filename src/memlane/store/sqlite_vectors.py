@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from memlane.ports import Vectors
-    from memlane.search.matrix import Segment, Sessions
+    from memlane.search.matrix import Scored, Segment, Sessions
     from memlane.store.sqlite import SQLiteStore
     from memlane.store.vector_files import Base, FileSink, MemorySink, VectorFiles
 
@@ -546,7 +546,7 @@ class SQLiteVectorIndex:
     def search(
         self, query: Vectors, k: int, flt: MessageFilter | None = None
     ) -> list[tuple[int, float]]:
-        from memlane.search.matrix import QUANTIZED_ABOVE, best, score
+        from memlane.search.matrix import best
 
         if k < 1:
             raise InvalidInputError("k must be at least 1")
@@ -555,39 +555,62 @@ class SQLiteVectorIndex:
             return []
         q = checked_query(query, view.model.dimension)
         flt = flt or MessageFilter()
-        # The owners (session, user, agent, tenant) pick the rows to score: slices of the
-        # base, rows of the tail. Nothing else is read.
+        where, params = _message_where(flt)
+        approximate = True
+        while True:
+            scored, quantized, total, approximated = self._scored(view, q, flt, k, approximate)
+            if not total:
+                return []
+            if not where:
+                return best(scored, q, k, quantized)
+            # What the index cannot tell (hidden, roles, authors, time; and the owners again, in
+            # case they changed a moment ago) is checked in SQL on the best rows, with a pool
+            # that grows until k pass or every candidate was seen.
+            pool = min(total, 2 * k + 50)
+            while True:
+                ranked = best(scored, q, pool, quantized)
+                if pool > _LIST_ABOVE:
+                    passing = self._candidates(where, params)
+                else:
+                    passing = self._passing([m for m, _ in ranked], where, params)
+                kept = [(m, s) for m, s in ranked if m in passing]
+                if len(kept) >= k or pool >= total:
+                    break
+                pool = min(total, pool * 4)
+            if len(kept) >= k or not approximated:
+                return kept[:k]
+            approximate = False  # the probed lists held too few that pass: scan them all
+
+    def _scored(self, view: _View, q: Any, flt: MessageFilter, k: int, approximate: bool
+                ) -> tuple[list[Scored], bool, int, bool]:
+        """Scores of the rows the filter's owners allow: (per segment, int8 estimates?,
+        rows scored, through the inverted lists?). The owners (session, user, agent,
+        tenant) pick the rows: slices of the base, rows of the tail; nothing else is read.
+        A selection of more than ANN_ABOVE base rows is searched through the base's
+        inverted lists (memlane.search.ivf) unless ``approximate`` is False."""
+        from memlane.search.ivf import ANN_ABOVE, scan_target
+        from memlane.search.matrix import QUANTIZED_ABOVE, score
+
         slices, tail_rows = self._selection(view, flt)
         base_rows = len(view.base.segment) if slices is None else sum(b - a for a, b in slices)
         tail_n = len(view.tail) if tail_rows is None else len(tail_rows)
+        lists = view.base.lists
+        if approximate and lists is not None and base_rows > ANN_ABOVE:
+            rows = lists.candidates(q, slices, scan_target(base_rows, k))
+            scored = [score(view.base.segment, q, None, rows, True, view.superseded),
+                      score(view.tail, q, None, tail_rows, True)]
+            return scored, True, len(rows) + tail_n, True
         total = base_rows + tail_n
-        if not total:
-            return []
         quantized = total > QUANTIZED_ABOVE
         scored = [
             score(view.base.segment, q, slices, None, quantized, view.superseded),
             score(view.tail, q, None, tail_rows, quantized),
         ]
-        where, params = _message_where(flt)
-        if not where:
-            return best(scored, q, k, quantized)
-        # What the index cannot tell (hidden, roles, authors, time; and the owners again, in
-        # case they changed a moment ago) is checked in SQL on the best rows, with a pool
-        # that grows until k pass or every candidate was seen.
-        pool = min(total, 2 * k + 50)
-        while True:
-            ranked = best(scored, q, pool, quantized)
-            if pool > _LIST_ABOVE:
-                passing = self._candidates(where, params)
-            else:
-                passing = self._passing([m for m, _ in ranked], where, params)
-            kept = [(m, s) for m, s in ranked if m in passing]
-            if len(kept) >= k or pool >= total:
-                return kept[:k]
-            pool = min(total, pool * 4)
+        return scored, quantized, total, False
 
-    def exact_top(self, query: Vectors, k: int) -> list[tuple[int, float]]:
-        """The float32 top ``k`` over every row, without the int8 pre-ranking: the answer
+    def exact_top(self, query: Vectors, k: int, flt: MessageFilter | None = None) -> list[tuple[int, float]]:
+        """The float32 top ``k`` of the rows the filter's owners allow (every row without
+        one), with neither the inverted lists nor the int8 pre-ranking: the answer
         ``memlane bench search`` measures :meth:`search`'s recall against."""
         from memlane.search.matrix import best, score
 
@@ -595,8 +618,9 @@ class SQLiteVectorIndex:
         if view is None:
             return []
         q = checked_query(query, view.model.dimension)
-        scored = [score(view.base.segment, q, None, None, False, view.superseded),
-                  score(view.tail, q, None, None, False)]
+        slices, tail_rows = self._selection(view, flt or MessageFilter())
+        scored = [score(view.base.segment, q, slices, None, False, view.superseded),
+                  score(view.tail, q, None, tail_rows, False)]
         return best(scored, q, k, False)
 
     def _passing(self, ids: list[int], where: str, params: list[object]) -> set[int]:

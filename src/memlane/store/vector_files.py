@@ -26,11 +26,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
+from memlane.search import ivf
+from memlane.search.ivf import Lists
 from memlane.search.matrix import ERASED, Segment, Sessions, quantize
 from memlane.store.vector_paths import files_dir
 
@@ -39,6 +41,8 @@ __all__ = ["Base", "FileSink", "MemorySink", "VectorFiles"]
 FORMAT = 1
 _ROWS = ("ids", "seqs", "sess", "scales", "codes", "data")
 _DTYPES = {"ids": "<i8", "seqs": "<i8", "sess": "<i4", "scales": "<f4", "codes": "|i1", "data": "<f4"}
+#: The inverted lists (memlane.search.ivf) of a generation with more than ANN_ABOVE rows.
+_LISTS = ("ivf_centroids", "ivf_rows", "ivf_starts", "ivf_list_of")
 
 
 @dataclass
@@ -55,6 +59,7 @@ class Base:
     generation: int | None = None  # None: held in memory only
     model: tuple[str, int, str] | None = None
     owners: int = 0  # the table's owner-change counter when the base was read
+    lists: Lists | None = None  # approximate search of large selections (memlane.search.ivf)
 
     def row_of(self, ids: Sequence[int] | NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """(ids found, their rows)."""
@@ -99,8 +104,9 @@ class MemorySink:
         a = self.arrays()
         segment = Segment(a["ids"], a["seqs"], a["sess"], a["data"], a["codes"], a["scales"])
         order = np.argsort(segment.ids, kind="stable").astype(np.int64)
+        lists = ivf.build(segment.data, segment.ids) if len(segment) > ivf.ANN_ABOVE else None
         return Base(segment, starts, sessions, np.asarray(segment.ids[order]), order, seq, applied, None, model,
-                    owners)
+                    owners, lists)
 
 
 class FileSink:
@@ -139,6 +145,12 @@ class FileSink:
         order = np.argsort(ids, kind="stable").astype(np.int64)
         np.save(self.dir / "by_id.npy", np.asarray(ids[order]))
         np.save(self.dir / "by_id_rows.npy", order)
+        if self.rows > ivf.ANN_ABOVE:
+            lists = ivf.build(np.load(self.dir / "data.npy", mmap_mode="r"), ids)
+            if lists is not None:
+                parts: tuple[NDArray[Any], ...] = (lists.centroids, lists.rows, lists.starts, lists.list_of)
+                for name, arr in zip(_LISTS, parts, strict=True):
+                    np.save(self.dir / f"{name}.npy", arr)
         del ids
         (self.dir / "sessions.json").write_text(json.dumps(
             {"ids": sessions.ids, "users": sessions.users, "agents": sessions.agents, "tenants": sessions.tenants}
@@ -222,13 +234,14 @@ class VectorFiles:
             return None
         if any(len(a) != meta["rows"] for a in arrays.values()):
             return None
+        lists = _open_lists(d, "r")
         segment = Segment(arrays["ids"], arrays["seqs"], arrays["sess"], arrays["data"], arrays["codes"],
                           arrays["scales"])
         sessions = Sessions(raw["ids"], raw["users"], raw["agents"], raw["tenants"], base=len(raw["ids"]))
         model = meta.get("model")
         return Base(segment, starts, sessions, by_id, by_id_rows, int(meta["seq"]), int(meta["applied"]),
                     int(meta["generation"]), (str(model[0]), int(model[1]), str(model[2])) if model else None,
-                    int(meta.get("owners", 0)))
+                    int(meta.get("owners", 0)), lists)
 
     def erase(self, entries: Sequence[tuple[int, int, int]]) -> int:
         """Apply deletion log entries ``(log seq, message id, vector seq)`` to every
@@ -283,6 +296,28 @@ def _erase_in(d: Path, entries: Sequence[tuple[int, int, int]]) -> int:
         arr[rows] = 0
         arr.flush()
         del arr
+    lists = _open_lists(d, "r+")
+    if lists is not None:  # no centroid may keep anything of an erased row
+        ivf.refresh(lists, rows, np.load(d / "data.npy", mmap_mode="r"), ids)
+        assert isinstance(lists.centroids, np.memmap)
+        lists.centroids.flush()
+    # The ids last: a crash before this line leaves the rows to be erased again (the log
+    # entries are applied once current.json says so).
     ids[rows] = ERASED
     ids.flush()
     return len(rows)
+
+
+def _open_lists(d: Path, mode: Literal["r", "r+"]) -> Lists | None:
+    """A generation's inverted lists, memory-mapped (``mode`` "r+" to update centroids);
+    None when it has none (too few rows) or they are damaged (exact search then)."""
+    if not (d / f"{_LISTS[0]}.npy").exists():
+        return None
+    try:
+        centroids, rows, starts, list_of = (np.load(d / f"{name}.npy", mmap_mode=mode if name == _LISTS[0] else "r")
+                                            for name in _LISTS)
+    except (OSError, ValueError):
+        return None
+    if len(starts) != len(centroids) + 1 or int(starts[-1]) != len(rows):
+        return None
+    return Lists(centroids, rows, starts, list_of)
