@@ -13,3 +13,25 @@ from pathlib import Path
 def user_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/memlane``, else ``~/.cache/memlane`` (not created here)."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memlane"
+
+
+def keep(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` in the cache atomically (a reader sees the whole file or
+    none); False when the directory cannot be written, which callers treat as no cache."""
+    import contextlib
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+    return True

@@ -30,10 +30,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.resources
-import os
 import platform
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memlane.errors import EmbedderError
+from memlane.user_cache import keep
 
 __all__ = [
     "SMOOTHING_ALPHA",
@@ -472,17 +471,4 @@ def cached_w8a8_model(model_path: Path, tokenizer: Any, cache_dir: Path | None) 
     if target.is_file():
         return str(target)
     data = w8a8_model(model_path, tokenizer)
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".minilm-w8a8-", dir=cache_dir)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, target)  # atomic: a process that reads it never sees half a file
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError:
-        return data
-    return str(target)
+    return str(target) if keep(target, data) else data
