@@ -15,6 +15,7 @@ import pytest
 from memlane import Memory
 from memlane.errors import InvalidInputError, SessionNotFoundError
 from memlane.eval.locomo_data import load_conversation
+from memlane.models import Message
 from memlane.state.tracker import (
     STATE_KIND,
     SessionState,
@@ -339,3 +340,39 @@ def test_locomo_opening_topics_move_on() -> None:
     # ...until Tobias's night shifts take over.
     late = [p for p, _ in compute_topics(messages[:16])]
     assert late[0] == "shift" and "pottery class" in late[:5]
+
+
+@pytest.mark.parametrize("turns", [
+    [("user", "Can you check the backups of the databases?"), ("assistant", "I'll check that later today."),
+     ("user", "What's the weather like?"), ("assistant", "Sunny and warm."),
+     ("assistant", "The database backup ran fine last night.")],
+    [("user", "Kannst du die Sicherungen der Datenbanken prüfen?"), ("assistant", "Ich schaue mir das später an."),
+     ("user", "Wie ist das Wetter?"), ("assistant", "Sonnig und warm."),
+     ("assistant", "Die Datenbanksicherung lief letzte Nacht fehlerfrei.")],
+], ids=["en", "de"])
+def test_a_deferred_question_is_closed_by_a_later_report_in_either_language(
+    mem: Memory, turns: list[tuple[str, str]]
+) -> None:
+    """The report names the question's things in other word forms (and, in German, as a
+    compound): the language layer's stems meet where English plural stripping did not."""
+    sid = mem.create_session(user_id="u")
+    for role, text in turns[:2]:
+        mem.add_messages(sid, [{"role": role, "content": text}])
+    assert [lp.kind for lp in mem.get_state(sid).loops] == ["promise"]
+    for role, text in turns[2:]:
+        mem.add_messages(sid, [{"role": role, "content": text}])
+    assert mem.get_state(sid).loops == []
+
+
+def test_topics_count_german_inflections_as_one_topic() -> None:
+    window = [
+        Message(role="user", content="Meine Datenbanken sind langsam.", id=1),
+        Message(role="assistant", content="Liegen die Datenbanken auf dem Server im Keller?", id=2),
+        Message(role="user", content="Ja, die Datenbank liegt auf dem Server.", id=3),
+        Message(role="assistant", content="Dann prüfe ich den Server.", id=4),
+    ]
+    scores = dict(compute_topics(window))
+    # both forms are found in all three messages that name them (they differ only by the
+    # extractor's rank); with English plural stripping each counted its own form only
+    plural, singular = scores["Datenbanken"], scores["Datenbank"]
+    assert abs(plural - singular) / max(plural, singular) < 0.05, scores

@@ -39,6 +39,7 @@ __all__ = [
     "STOPWORDS_DE",
     "STOPWORDS_EN",
     "Language",
+    "content_stems",
     "content_words",
     "detect_language",
     "index_parts",
@@ -246,6 +247,18 @@ def stems(text: str, language: Language | None = None, *, drop_stopwords: bool =
     lng = language or detect_language(text)
     return [stem(w, lng) for w in words(text)
             if not (drop_stopwords and (w in STOPWORDS or len(w) < 2))]
+
+
+def content_stems(text: str, language: Language | None = None) -> set[str]:
+    """What ``text`` is about, for comparing two texts: the Snowball stems of its content
+    words in its language, and for German the stems of its compounds' parts, so
+    "Sicherungen der Datenbanken" and "Datenbanksicherung" share "sicher" and "datenbank"
+    as "backups of the databases" and "database backup" share "backup" and "databas"."""
+    lng = language or detect_language(text)
+    found = [w for w in words(text) if len(w) > 2 and w not in STOPWORDS]
+    if lng == "de":
+        found = with_compound_parts(found)
+    return {stem(w, lng) for w in found}
 
 
 def keyword_text(text: str, language: str | None) -> str:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from memlane.context.keyphrases import STOPWORDS, normalize_term
+from memlane.language import Language, detect_language, words
 from memlane.models import Message
 from memlane.notes.models import NOTE_KINDS, Facet, NoteCandidate
 from memlane.patterns import lazy_compile
@@ -208,8 +209,7 @@ _MY = lazy_compile(r"\bmy\b", re.IGNORECASE)
 
 
 def _norm_text(text: str) -> str:
-    words = re.findall(r"\w+", text.lower())
-    return " ".join(normalize_term(w) for w in words if w not in _ARTICLES)
+    return " ".join(normalize_term(w) for w in words(text) if w not in _ARTICLES)
 
 
 def _is_pronoun(value: str) -> bool:
@@ -217,15 +217,10 @@ def _is_pronoun(value: str) -> bool:
     return not words or (len(words) == 1 and words[0] in _PRONOUNS)
 
 
-def _lang_of(sentence: str) -> str:
-    words = re.findall(r"\w+", sentence.lower())
-    de = sum(w in _DE_HINTS for w in words)
-    en = sum(w in _EN_HINTS for w in words)
-    return "de" if de > en else "en"
-
-
-_DE_HINTS = frozenset("ich mein meine mag ist nicht und der die das wir haben werde bei wohne arbeite".split())
-_EN_HINTS = frozenset("i my like is not and the we have will at live work love".split())
+def _lang_of(sentence: str, default: Language = "en") -> Language:
+    """The sentence's language by the one language layer (py3langid, function words for
+    the shortest), so notes read German as the tracker and the keyword index do."""
+    return detect_language(sentence, default)
 
 
 # --------------------------------------------------------------------- rules
@@ -392,8 +387,9 @@ class RuleExtractor:
                 )
             )
 
+        whole = _lang_of(msg.content)  # what a short sentence of it ("Ja.", "Tee!") is in
         for sentence in split_sentences(msg.content):
-            lang = _lang_of(sentence)
+            lang = _lang_of(sentence, whole)
             # "I don't like coffee anymore, I prefer tea now": two statements, one sentence.
             for clause in _CLAUSES.split(sentence):
                 if clause.strip():

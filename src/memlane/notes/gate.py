@@ -23,11 +23,11 @@ The rules, in order:
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
+from memlane.language import words
 from memlane.notes.extract import object_key
 from memlane.notes.models import Note, NoteCandidate, WriteOutcome
 from memlane.notes.store import NoteFilter, NoteStore
@@ -36,7 +36,7 @@ __all__ = ["PromotionGate", "same_value"]
 
 
 def _norm(value: str | None) -> str:
-    return " ".join(re.findall(r"\w+", (value or "").lower()))
+    return " ".join(words(value or ""))
 
 
 def same_value(a: str | None, b: str | None) -> bool:

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memlane.context.keyphrases import extract_keyphrases, normalize_term, tokenize_words
+from memlane.context.keyphrases import extract_keyphrases, tokenize_words
 from memlane.errors import CorruptRecordError, InvalidInputError, MemlaneError, SessionNotFoundError
-from memlane.language import STOPWORDS
+from memlane.language import Language, content_stems, detect_language, stem
 from memlane.models import JSON, SESSION_STATUSES, Message, Session, Turn, utcnow
 from memlane.state import language as lang
 from memlane.state.language import extract_job_refs
@@ -270,11 +270,9 @@ def classify_response(text: str, tool_calls: object = None) -> str:
 
 
 def _content(text: str) -> set[str]:
-    return {
-        normalize_term(w)
-        for w in tokenize_words(text)
-        if len(w) > 2 and w.lower() not in STOPWORDS
-    }
+    # The language layer's stems (German and English alike), not English plural stripping:
+    # "Ich prüfe die Sicherungen der Datenbanken" is answered by "Die Datenbanksicherung lief".
+    return content_stems(text)
 
 
 def _snip(text: str, limit: int = 200) -> str:
@@ -309,8 +307,8 @@ class _Context:
         return list(self.items)
 
 
-def _key(text: str) -> tuple[str, ...]:
-    return tuple(normalize_term(w) for w in tokenize_words(text))
+def _key(text: str, language: Language) -> tuple[str, ...]:
+    return tuple(stem(w, language) for w in tokenize_words(text))
 
 
 def _contains(words: Sequence[str], key: tuple[str, ...]) -> bool:
@@ -356,15 +354,19 @@ def compute_topics(messages: Sequence[Message]) -> list[tuple[str, float]]:
         p for p in extract_keyphrases([m.content for m in window], top_k=TOPIC_CANDIDATES)
         if _topical(p, window)
     ]
-    tokens = [[normalize_term(w) for w in tokenize_words(m.content)] for m in window]
+    # Each message's words as stems of its own language ("Datenbanken" meets "Datenbank"
+    # as "databases" meets "database"); a phrase is looked for in each language's stems.
+    langs = [detect_language(m.content) for m in window]
+    tokens = [_key(m.content, lng) for m, lng in zip(window, langs, strict=True)]
     scored: list[tuple[str, float]] = []
     for rank, phrase in enumerate(phrases):
-        key = _key(phrase)
-        if not key:
+        keys = {lng: _key(phrase, lng) for lng in set(langs)}
+        if not any(keys.values()):
             continue
+        key = next(iter(keys.values()))
         score = 0.0
-        for age, (msg, words) in enumerate(zip(reversed(window), reversed(tokens), strict=True)):
-            if _contains(words, key):
+        for age, (msg, words, lng) in enumerate(zip(reversed(window), reversed(tokens), reversed(langs), strict=True)):
+            if _contains(words, keys[lng]):
                 score += TOPIC_DECAY**age * (1.0 if msg.role == "user" else ASSISTANT_TOPIC_WEIGHT)
         # Longer phrases name a topic more precisely; the extractor's rank breaks ties.
         score *= (1.0 + 0.25 * (len(key) - 1)) * (1.0 + 0.02 * (TOPIC_CANDIDATES - rank))
