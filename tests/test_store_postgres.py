@@ -14,8 +14,9 @@ from memlane.errors import InvalidInputError, SessionNotFoundError, StorageError
 from memlane.models import Message, MessageFilter, Session
 from memlane.store import SQLiteStore, open_store
 from memlane.store.pg_embedded import EmbeddedPostgres
-from memlane.store.postgres import PostgresStore
-from memlane.store.postgres_schema import MIGRATIONS
+from memlane.store.pg_search import every_config_tsvector
+from memlane.store.postgres import PostgresStore, fts5_idf
+from memlane.store.postgres_schema import MIGRATIONS, TEXT_CONFIGS
 from tests.rendezvous import WORKER_RENDEZVOUS
 from tests.store_conformance import StoreConformance
 
@@ -187,6 +188,44 @@ def test_keyword_ranking_agrees_with_sqlite(fresh_pg_store: PostgresStore, tmp_p
 
 
 
+def test_keyword_scores_are_bm25_of_the_stored_vectors(fresh_pg_store: PostgresStore) -> None:
+    """Each hit's score is FTS5's BM25 over its tsvector: term frequency = positions of the
+    lexeme, length = lexemes, on both the small-log and the large-log statement. Capital
+    letters, repeated words (one matching lexeme: the fast path) and several matching
+    lexemes (the sub-select) are all here."""
+    corpus = [
+        "AAA Batteries Are Amazing, A+ AAA batteries",
+        "batteries batteries batteries",
+        "Alpha battery and a charger ALPHA",
+        "the charger charges AA and AAA batteries: Charger",
+        "nothing about it",
+    ] * 2
+    fresh_pg_store.create_session(Session(id="s"))
+    fresh_pg_store.append("s", [Message(role="user", content=c) for c in corpus])
+    large = PostgresStore(fresh_pg_store.url, exact_stats_below=0)
+    try:
+        for query in ("batteries", "AAA batteries charger", "alpha charger"):
+            # the query's words are looked up by their stems in every language's configuration
+            lexemes = sorted({r[0] for r in fresh_pg_store.read(
+                f"SELECT unnest(tsvector_to_array({every_config_tsvector('%s')}))", [query] * len(TEXT_CONFIGS))})
+            n, avgdl = fresh_pg_store.read("SELECT count(*), avg(length(tsv))::float8 FROM messages")[0]
+            df = {lex: int(fresh_pg_store.read("SELECT count(*) FROM messages WHERE tsv @@ %s::tsquery",
+                                                (f"'{lex}'",))[0][0]) for lex in lexemes}
+            tfs = fresh_pg_store.read(
+                "SELECT m.id, length(m.tsv), u.lexeme, array_length(u.positions, 1) "
+                "FROM messages m CROSS JOIN LATERAL unnest(m.tsv) u WHERE u.lexeme = ANY(%s)", (lexemes,))
+            expected: dict[int, float] = {}
+            for mid, dl, lex, tf in tfs:
+                idf = fts5_idf(int(n), df[lex])
+                expected[mid] = expected.get(mid, 0.0) + idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avgdl))
+            for store in (fresh_pg_store, large):
+                hits = store.keyword_search(query, MessageFilter(), limit=20)
+                assert {h.message.id: round(h.score, 9) for h in hits} == {
+                    mid: round(score, 9) for mid, score in expected.items()}, query
+    finally:
+        large.close()
+
+
 def test_large_log_drops_the_most_frequent_terms_on_postgres(fresh_pg_store: PostgresStore) -> None:
     # As on SQLite (tests/test_search_keyword.py): past the row budget the most frequent
     # OR-ed lexemes are left out; a lone lexeme is always kept.
@@ -285,7 +324,7 @@ import sys, time
 from pathlib import Path
 from memlane.errors import StorageError
 from memlane.models import Message, Session
-from memlane.store.postgres import PostgresStore
+from memlane.store.postgres import PostgresStore, fts5_idf
 from memlane.errors import ConflictError
 
 url, acks, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
