@@ -11,7 +11,8 @@ import pytest
 
 from memlane.models import Message, MessageFilter, Session
 from memlane.store import SQLiteStore
-from memlane.store.term_budget import TermBudget
+from memlane.store.sqlite_rows import _message_where
+from memlane.store.term_budget import SelectiveFilters, TermBudget
 from memlane.text import fts5_match, fts5_terms
 
 
@@ -40,6 +41,33 @@ def test_selective_filter_finds_rows_below_the_unfiltered_best(store: SQLiteStor
     assert {h.message.session_id for h in hits} == {"b"}
     # fewer than asked pass in a pool that is all "ana": the exact path still fills the limit
     assert len(store.keyword_search("kayak", MessageFilter(user_id="ben"), limit=2)) == 2
+
+
+def _key(flt: MessageFilter) -> tuple[object, ...]:
+    where, params = _message_where(flt)
+    return (where, *params)
+
+
+def test_a_filter_whose_pool_fell_short_is_ranked_over_its_own_rows_next_time(store: SQLiteStore) -> None:
+    _fill(store)
+    ben = MessageFilter(user_id="ben")
+    first = store.keyword_search("kayak", ben, limit=10)
+    assert store._selective.known(_key(ben))  # remembered: the pool was short
+    again = store.keyword_search("kayak", ben, limit=10)  # one statement now, same answer
+    assert [(h.message.id, h.score) for h in again] == [(h.message.id, h.score) for h in first]
+    store.append("b", [Message(role="user", content="kayak again")])
+    assert "kayak again" in {h.message.content for h in store.keyword_search("kayak", ben, limit=10)}
+    # "ana" fills the pool: never remembered, and a query too rare to fill any pool neither
+    store.keyword_search("kayak", MessageFilter(user_id="ana"), limit=10)
+    store.keyword_search("hours", MessageFilter(user_id="ana"), limit=10)
+    assert not store._selective.known(_key(MessageFilter(user_id="ana")))
+
+
+def test_selective_filters_are_forgotten_after_their_ttl() -> None:
+    filters = SelectiveFilters(ttl=0.0)
+    filters.note(("x",))
+    assert not filters.known(("x",))
+    assert not SelectiveFilters().known(("x",))
 
 
 def test_loose_filter_keeps_bm25_order(store: SQLiteStore) -> None:

@@ -68,3 +68,25 @@ class TermBudget:
 
     def clear(self) -> None:
         self._df.clear()
+
+
+class SelectiveFilters:
+    """Filters for which a rank-limited keyword pool (the best BM25 rows of the whole log,
+    then filtered) last came back short, for ``ttl`` seconds.
+
+    A user who owns 1% of a log rarely has `limit` rows among its best few hundred: the
+    store then ranks again over the filter's own rows. Remembering that skips the doomed
+    first statement (which scores every matching row) on their next searches; the entry
+    expires so a user who grows into most of the log gets the cheap pool again.
+    """
+
+    def __init__(self, *, ttl: float = 300.0, size: int = 4096) -> None:
+        self._ttl = ttl
+        self._seen: LRUCache[tuple[object, ...], float] = LRUCache(size)
+
+    def known(self, key: tuple[object, ...]) -> bool:
+        at = self._seen.get(key)
+        return at is not None and time.monotonic() - at < self._ttl
+
+    def note(self, key: tuple[object, ...]) -> None:
+        self._seen.put(key, time.monotonic())
