@@ -184,3 +184,29 @@ def test_a_build_killed_half_way_leaves_a_searchable_index(tmp_path: Path, small
             assert hits[0] == c.brute(q, 1, "big")[0]
     finally:
         store.close()
+
+
+def test_file_rows_read_without_the_mapping_match_the_table_and_erasure(tmp_path: Path) -> None:
+    """Re-scoring reads scattered float32 rows with pread (Segment.rows_of), not through the
+    mapping: the same vectors, and zeros once erased."""
+    from memlane.store.vector_files import VectorFiles
+
+    db = tmp_path / "r.db"
+    store = SQLiteStore(db)
+    try:
+        c = Seeded(store, 8)
+        c.index.search(c.query(), 5)  # builds the files
+        gone = sorted(m for m in c.vec if c.session[m] == "s2")
+        store.delete_messages(gone)
+        base = VectorFiles(str(db)).open()
+        assert base is not None and base.segment.reader is not None
+        rows = np.arange(len(base.segment), dtype=np.int64)[::3]
+        read = base.segment.rows_of(rows)
+        assert np.array_equal(read, np.asarray(base.segment.data[rows]))
+        for row, mid in zip(rows.tolist(), np.asarray(base.segment.ids[rows]).tolist(), strict=True):
+            if mid == -1:
+                assert not read[rows.tolist().index(row)].any()
+            else:
+                assert np.array_equal(read[rows.tolist().index(row)], c.vec[mid])
+    finally:
+        store.close()

@@ -15,7 +15,7 @@ rows: never another user's vectors, and nothing recomputed per query.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -92,6 +92,17 @@ class Segment:
     data: NDArray[np.float32]
     codes: NDArray[np.int8]
     scales: NDArray[np.float32]
+    #: reads scattered float32 rows without the mapping (a file segment): see rows_of
+    reader: Callable[[Int64s], NDArray[np.float32]] | None = None
+
+    def rows_of(self, rows: Int64s) -> NDArray[np.float32]:
+        """The float32 vectors of ``rows``. A memory-mapped segment reads them with
+        ``pread``: touching a few hundred scattered rows through the mapping makes the
+        kernel map the cached pages around each one too (fault-around), and over a hundred
+        searches the whole float32 file counted in the process's RSS (1.86 GB at 1M rows)."""
+        if self.reader is not None:
+            return self.reader(rows)
+        return np.asarray(self.data[rows])
 
     @classmethod
     def empty(cls, dimension: int) -> Segment:
@@ -254,7 +265,7 @@ def best(scored: Sequence[Scored], q: Vectors, pool: int, quantized: bool) -> li
         order = np.argsort(s.rows[mine], kind="stable")  # memory-mapped pages in file order
         rows = s.rows[mine][order]
         ids = s.segment.ids[rows]
-        sims = dots(s.segment.data[rows], q) if quantized else s.scores[mine][order]
+        sims = dots(s.segment.rows_of(rows), q) if quantized else s.scores[mine][order]
         for row, mid, sim in zip(rows.tolist(), ids.tolist(), np.asarray(sims).tolist(), strict=True):
             if mid == ERASED or (s.skip and row in s.skip):
                 continue

@@ -514,7 +514,7 @@ class SQLiteVectorIndex:
         _, rows = view.base.row_of(rest)
         if len(rows):
             rows = np.sort(rows)  # memory-mapped pages in file order
-            sims = dots(view.base.segment.data[rows], q)
+            sims = dots(view.base.segment.rows_of(rows), q)
             present = view.base.segment.ids[rows]
             out.update({int(m): float(s) for m, s in zip(present.tolist(), sims.tolist(), strict=True)})
         return out
@@ -661,5 +661,6 @@ def _concat(a: Segment, b: Segment) -> Segment:
 
     from memlane.search.matrix import Segment
 
-    return Segment(*(np.concatenate((getattr(a, n), getattr(b, n))) for n in
-                     ("ids", "seqs", "sess", "data", "codes", "scales")))
+    ids, seqs, sess, data, codes, scales = (np.concatenate((getattr(a, n), getattr(b, n))) for n in
+                                            ("ids", "seqs", "sess", "data", "codes", "scales"))
+    return Segment(ids, seqs, sess, data, codes, scales)

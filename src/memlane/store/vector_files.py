@@ -235,8 +235,10 @@ class VectorFiles:
         if any(len(a) != meta["rows"] for a in arrays.values()):
             return None
         lists = _open_lists(d, "r")
-        segment = Segment(arrays["ids"], arrays["seqs"], arrays["sess"], arrays["data"], arrays["codes"],
-                          arrays["scales"])
+        data = arrays["data"]
+        assert isinstance(data, np.memmap)
+        segment = Segment(arrays["ids"], arrays["seqs"], arrays["sess"], data, arrays["codes"],
+                          arrays["scales"], RowReader(d / "data.npy", data.offset, data.shape[1]))
         sessions = Sessions(raw["ids"], raw["users"], raw["agents"], raw["tenants"], base=len(raw["ids"]))
         model = meta.get("model")
         return Base(segment, starts, sessions, by_id, by_id_rows, int(meta["seq"]), int(meta["applied"]),
@@ -272,6 +274,23 @@ class VectorFiles:
         if meta is not None and applied > int(meta["applied"]):
             meta["applied"] = applied
             self.publish(meta)
+
+
+class RowReader:
+    """Float32 rows of a ``data.npy`` read with ``pread`` (see Segment.rows_of)."""
+
+    def __init__(self, path: Path, offset: int, dimension: int) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._offset, self._dimension = offset, dimension
+        self._size = 4 * dimension
+
+    def __call__(self, rows: NDArray[np.int64]) -> NDArray[np.float32]:
+        fd, size, offset = self._fd, self._size, self._offset
+        raw = b"".join(os.pread(fd, size, offset + size * r) for r in rows.tolist())
+        return np.frombuffer(raw, dtype="<f4").reshape(len(rows), self._dimension)
+
+    def __del__(self) -> None:
+        os.close(self._fd)
 
 
 def _erase_in(d: Path, entries: Sequence[tuple[int, int, int]]) -> int:
