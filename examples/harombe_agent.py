@@ -6,7 +6,7 @@ The agent keeps each conversation as a session (system prompt, metadata), saves 
 ORIGINAL message (never the RAG-enhanced one), retrieves relevant context from past
 conversations with get_relevant_context (above rag.min_similarity, never padded), formats
 it the seed's way ("RELEVANT CONTEXT FROM PAST CONVERSATIONS: ... USER QUESTION: ...") and
-asks a chat model over HTTP - the tiny one in tiny_model.py on 127.0.0.1, spoken to with
+asks a chat model over HTTP - the tiny one in memlane.tiny_model on 127.0.0.1, spoken to with
 the OpenAI or the Ollama chat protocol. Configuration is the seed's own YAML block.
 """
 
@@ -17,11 +17,11 @@ import tempfile
 from pathlib import Path
 
 import httpx
-from tiny_model import TinyModel
 
 from memlane import Memory
 from memlane.config import load_settings
 from memlane.models import Message
+from memlane.tiny_model import TinyModel
 
 CONFIG = """\
 memory:

@@ -7,7 +7,7 @@ Anchor is MATRIX_USER_ID (here @janhein:matrix.org). For every event the bot fir
 memlane whether it is a memory command ("remember this", "vergiss dieses Gespräch" - only
 the Anchor may change memory); otherwise it stores the message, builds the room's context
 packet (speakers labelled, "Anchor (JanHein): ...") and asks a chat model - the tiny one in
-tiny_model.py, on 127.0.0.1 - and stores the reply. At the end it prints the transcript,
+memlane.tiny_model, on 127.0.0.1 - and stores the reply. At the end it prints the transcript,
 the long-term notes and the packet for a question about the Anchor.
 """
 
@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 import httpx
-from tiny_model import TinyModel
 
 from memlane import Memory
 from memlane.rooms import ensure_room, render_transcript
+from memlane.tiny_model import TinyModel
 
 ANCHOR = os.environ.setdefault("MATRIX_USER_ID", "@janhein:matrix.org")
 GARDEN = "!garden:matrix.org"

@@ -1,5 +1,5 @@
 """`memlane chat` driven through stdin in a subprocess, against a small real HTTP server on
-127.0.0.1 that speaks the chat-completions protocol (examples/tiny_model.py)."""
+127.0.0.1 that speaks the chat-completions protocol (memlane.tiny_model)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_model import TinyModel  # the examples' chat model: one definition
 
 from memlane import Memory
+from memlane.tiny_model import TinyModel  # the one stand-in chat model (examples, bench, tests)
 from tests.server_support import open_memory, run_cli, running_server
 
 
@@ -196,3 +196,18 @@ def test_chat_answers_a_repeated_question_from_the_response_cache(tmp_path: Path
         # Forgetting the first conversation takes its answer with it.
         mem.delete_session("first")
         assert mem.stats()["response_cache"]["entries"] == 0
+
+
+def test_the_tiny_model_takes_its_delay_like_a_local_model() -> None:
+    """memlane bench caches times the response cache against a model that needs time to
+    answer: the one tiny model (memlane.tiny_model) waits ``delay`` before each answer."""
+    import time
+
+    import httpx
+
+    with TinyModel(lambda messages: "ok", delay=0.3) as slow:
+        started = time.monotonic()
+        reply = httpx.post(f"{slow.url}/chat/completions", json={"model": "m", "messages": [
+            {"role": "user", "content": "hi"}]}, timeout=10).json()
+        assert time.monotonic() - started >= 0.3  # a lower bound: sleep never returns early
+    assert reply["choices"][0]["message"]["content"] == "ok" and len(slow.requests) == 1

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_model import TinyModel  # the examples' chat model: one definition
 
 from memlane import Memory
 from memlane.context.summaries import (
@@ -21,6 +20,7 @@ from memlane.context.summaries import (
     split_turns,
 )
 from memlane.models import Message
+from memlane.tiny_model import TinyModel  # the one stand-in chat model (examples, bench, tests)
 from memlane.tokens import get_counter
 from tests.context_scripts import DE, EN, write_locomo, write_script
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_model import TinyModel  # the examples' chat model: one definition
 
 from memlane import InvalidInputError, Memory, NotFoundError, SessionNotFoundError
 from memlane.models import Message, utcnow
@@ -17,6 +16,7 @@ from memlane.notes.extract import ExtractionContext, LLMExtractor, RuleExtractor
 from memlane.notes.gate import PromotionGate
 from memlane.notes.models import NoteCandidate
 from memlane.notes.store import SQLiteNoteStore
+from memlane.tiny_model import TinyModel  # the one stand-in chat model (examples, bench, tests)
 
 ANCHOR = "@jan:matrix.org"
 CTX = ExtractionContext(session_id="room", anchor_id=ANCHOR, anchor_name="JanHein")

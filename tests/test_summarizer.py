@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tiny_model import TinyModel  # the examples' chat model: one definition
 
 from memlane.context.keyphrases import extract_keyphrases
 from memlane.context.summarizer import (
@@ -31,6 +30,7 @@ from memlane.context.summarizer import (
 from memlane.errors import InvalidInputError
 from memlane.eval.locomo_data import LocomoConversation, load_conversation
 from memlane.models import Message
+from memlane.tiny_model import TinyModel  # the one stand-in chat model (examples, bench, tests)
 from memlane.tokens import get_counter
 from tests.conftest import LONG_CONVERSATION
 

@@ -16,15 +16,10 @@ kind), after it forgot a session; beside the search it guards.
 
 from __future__ import annotations
 
-import contextlib
 import io
-import json
 import statistics
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -62,39 +57,12 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-@contextlib.contextmanager
-def _model_server(delay: float) -> Iterator[tuple[str, list[int]]]:
-    """A chat-completions endpoint on 127.0.0.1 that answers after ``delay`` seconds."""
-    calls: list[int] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            calls.append(1)
-            time.sleep(delay)
-            question = body["messages"][-1]["content"]
-            data = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                        "content": f"Answer to: {question}"}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", calls
-    finally:
-        server.shutdown()
-        server.server_close()
+def _echo(messages: list[dict[str, Any]]) -> str:
+    """The stand-in model's answer: the question back (what it says does not matter here)."""
+    return f"Answer to: {messages[-1]['content']}"
 
 
-def _chat_run(directory: Path, url: str, calls: list[int], use_cache: bool, embedder: str) -> dict[str, Any]:
+def _chat_run(directory: Path, url: str, calls: list[Any], use_cache: bool, embedder: str) -> dict[str, Any]:
     from rich.console import Console
 
     from memlane import Memory
@@ -129,8 +97,11 @@ def _chat_run(directory: Path, url: str, calls: list[int], use_cache: bool, embe
 
 def run_chat_bench(model_delay: float, embedder: str = "minilm") -> dict[str, Any]:
     from memlane import Memory
+    from memlane.tiny_model import TinyModel
 
-    with tempfile.TemporaryDirectory(prefix="memlane-bench-chat-") as tmp, _model_server(model_delay) as (url, calls):
+    with tempfile.TemporaryDirectory(prefix="memlane-bench-chat-") as tmp, \
+            TinyModel(_echo, delay=model_delay) as model:
+        url, calls = model.url, model.requests
         with Memory(Path(tmp) / "warm.db", embedder=embedder) as warm:  # models load once, before both runs
             warm.add("warm", "warm up the embedding and language models")
             warm.search("warm up")

@@ -12,12 +12,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tiny_model import TinyModel  # the examples' model: one definition
 
 from memlane import Memory
 from memlane.config import load_settings
 from memlane.errors import ConfigError
 from memlane.models import utcnow
+from memlane.tiny_model import TinyModel  # the one stand-in chat model (examples, bench, tests)
 from tests.server_support import run_cli
 
 SEED_000_CONFIG = """\

@@ -4,8 +4,9 @@ It answers like a model that read its prompt: a question is answered with the fi
 of the prompt's context that shares a content word with it, or "I don't know." when none
 does. Every request is kept in ``requests`` (its body, plus ``path`` and ``auth``, the
 Authorization header or None) so a caller can see what the model was sent. Tests give it
-other answers (``TinyModel(answer=...)``) or a failing ``status``. Standard library only, so
-the examples run anywhere memlane does.
+other answers (``TinyModel(answer=...)``) or a failing ``status``; benchmarks a ``delay``
+(seconds each answer takes, as a local model would). Standard library only, so the
+examples, tests and ``memlane bench caches`` use this one model wherever memlane runs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,9 +45,10 @@ def answer(messages: list[dict[str, Any]]) -> str:
 class TinyModel:
     """``with TinyModel() as m: m.url`` -> an OpenAI base URL (``m.ollama_url`` for Ollama)."""
 
-    def __init__(self, answer: Callable[[list[dict[str, Any]]], str] = answer) -> None:
+    def __init__(self, answer: Callable[[list[dict[str, Any]]], str] = answer, *, delay: float = 0.0) -> None:
         self.requests: list[dict[str, Any]] = []
         self.answer = answer
+        self.delay = delay
         self.status = 200  # anything else answers with an error body, as a failing provider does
         model = self
 
@@ -53,6 +56,7 @@ class TinyModel:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 model.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                time.sleep(model.delay)
                 text = model.answer(body["messages"])
                 if model.status != 200:
                     reply: dict[str, Any] = {"error": {"message": "the tiny model is failing on purpose"}}
