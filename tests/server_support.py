@@ -15,6 +15,7 @@ import httpx
 from fastapi.testclient import TestClient
 
 from memlane import Memory
+from memlane.processes import stop_process
 from memlane.server.app import create_app
 from memlane.server.auth import key_store_for
 from memlane.server.runner import ServerThread
@@ -85,12 +86,7 @@ def serve_subprocess(args: Sequence[str], home: Path, timeout: float = 60.0) -> 
                 time.sleep(0.05)
         yield url, lines
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def run_cli(args: Sequence[str], home: Path, input_text: str | None = None, timeout: float = 120.0,

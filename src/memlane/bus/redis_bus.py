@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlane.bus.bell import Doorbell
 from memlane.errors import MissingExtraError
+from memlane.processes import stop_process
 
 if TYPE_CHECKING:
     import redis
@@ -172,8 +173,4 @@ def embedded_server(timeout: float = 15.0) -> Iterator[str]:
             client.close()
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)

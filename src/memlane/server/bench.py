@@ -27,6 +27,8 @@ from typing import Any
 
 import httpx
 
+from memlane.processes import stop_process
+
 _SENTENCES = (
     "I'm planning a trip to Lisbon in May and I'm vegetarian.",
     "Can you remind me to book the train to Sintra on Friday?",
@@ -141,11 +143,7 @@ def _serve(store: str, embedder: str | None) -> Iterator[str]:
         threading.Thread(target=lambda: [None for _ in proc.stdout or ()], daemon=True).start()
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, grace=15.0)
 
 
 @contextmanager
