@@ -251,3 +251,49 @@ def test_cli_takes_and_shows_a_tenants_own_ids(tmp_path: Path) -> None:
     with Memory(db, embedder="none") as mem:
         assert mem.store.get_session(session_key("acme", SID)) is None
         assert [m.content for m in mem.load_session(session_key("beta", SID))] == ["beta's ticket"]
+
+
+def test_cli_notes_and_audit_keep_to_the_tenant(tmp_path: Path) -> None:
+    """`memlane --tenant T notes ...` and `memlane --tenant T audit` take and show T's own
+    session ids and see nothing of another tenant (as the other commands and REST with a key)."""
+    from typer.testing import CliRunner
+
+    from memlane.cli.main import app
+    from memlane.notes.models import AuditEntry
+
+    db = tmp_path / "m.db"
+    note_of: dict[str, int] = {}
+    with Memory(db, embedder="none") as mem:
+        for tenant in ("acme", "beta"):
+            key = mem.create_session(session_id=SID, tenant_id=tenant, user_id="ana")
+            mem.add(key, f"the {tenant} wiki is at https://{tenant}.example/wiki")
+            note_of[tenant] = mem.add_note(f"{tenant} ships on Fridays", user_id="ana", session_id=key).id or 0
+            mem.audit(AuditEntry(action="remember", actor_id="ana", actor_name="Ana", is_anchor=False, allowed=True,
+                                 result="ok", session_id=key, tenant_id=tenant, command=f"remember {tenant}"))
+
+    def cli(*args: str, ok: bool = True) -> str:
+        """stdout of a command that works; the error of one that must fail (main() prints it)."""
+        done = CliRunner().invoke(app, ["--store", str(db), *args])
+        assert (done.exit_code == 0) == ok, done.output
+        return done.output if ok else str(done.exception)
+
+    for tenant, other in (("acme", "beta"), ("beta", "acme")):
+        for listed in (json.loads(cli("--tenant", tenant, "notes", "list", "--json")),
+                       json.loads(cli("--tenant", tenant, "notes", "list", "--session", SID, "--json"))):
+            assert note_of[tenant] in [n["id"] for n in listed]  # with what promotion learned of the link
+            assert {(n["tenant_id"], n["session_id"]) for n in listed} == {(tenant, SID)}
+        audit = json.loads(cli("--tenant", tenant, "audit", "--json"))
+        assert [(e["command"], e["session_id"]) for e in audit] == [(f"remember {tenant}", SID)]
+        facets = json.loads(cli("--tenant", tenant, "notes", "facets", "--kind", "link", "--json"))
+        assert {(f["value"], f["session_id"]) for f in facets} == {(f"https://{tenant}.example/wiki", SID)}
+        assert "does not exist" in cli("--tenant", tenant, "notes", "history", str(note_of[other]), ok=False)
+        cli("--tenant", tenant, "notes", "forget", str(note_of[other]), "--yes", ok=False)
+
+    assert "--session" in cli("--tenant", "acme", "notes", "add", "acme deploys with Ansible", ok=False)
+    added = json.loads(cli("--tenant", "acme", "notes", "add", "acme deploys with Ansible", "--session", SID,
+                           "--user", "ana", "--json"))
+    assert added["session_id"] == SID and added["tenant_id"] == "acme"
+    everyone = json.loads(cli("audit", "--json"))  # without --tenant: every tenant, keys shown tenant/id
+    assert sorted(e["session_id"] for e in everyone) == [f"acme/{SID}", f"beta/{SID}"]
+    with Memory(db, embedder="none") as mem:
+        assert "beta ships on Fridays" in [n.text for n in mem.notes(tenant_id="beta")]  # forget refused

@@ -14,10 +14,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from memlane.cli.common import STORE_OPTION, console, state
+from memlane.cli.common import STORE_OPTION, CliState, console, state
 from memlane.cli.render import add_plain_row
 from memlane.config import Settings
-from memlane.errors import InvalidInputError, PermissionDeniedError
+from memlane.errors import InvalidInputError, NotFoundError, PermissionDeniedError
 from memlane.notes.extract import UNKNOWN_SPEAKER
 from memlane.notes.models import AuditEntry, Note
 from memlane.rooms.anchor import anchor_id, display_name
@@ -46,9 +46,24 @@ def _who(note: Note, anchor: str, anchor_name: str | None) -> str:
     return named if named.casefold() == person.casefold() else f"{named} ({person})"
 
 
-def _print_notes(found: list[Any], as_json: bool, settings: Settings) -> None:
+def _shown(st: CliState, record: Any) -> dict[str, Any]:
+    """A note's, facet's or audit entry's dict with its session id as --tenant shows ids."""
+    out: dict[str, Any] = record.to_dict()
+    if out.get("session_id"):
+        out["session_id"] = st.shown(out["session_id"])
+    return out
+
+
+def _own_versions(st: CliState, versions: list[Note], note_id: int) -> list[Note]:
+    """With --tenant, a note of another tenant does not exist (as over REST with a key)."""
+    if st.tenant is not None and any(n.tenant_id != st.tenant for n in versions):
+        raise NotFoundError(f"note {note_id} does not exist in tenant {st.tenant!r}")
+    return versions
+
+
+def _print_notes(found: list[Any], as_json: bool, settings: Settings, st: CliState) -> None:
     if as_json:
-        print(json.dumps([n.to_dict() for n in found], ensure_ascii=False, indent=2))
+        print(json.dumps([_shown(st, n) for n in found], ensure_ascii=False, indent=2))
         return
     anchor, anchor_name = anchor_id(settings), settings.anchor_name
     table = Table("id", "kind", "about", "note", "importance", "valid from", "valid to", "sources")
@@ -74,11 +89,12 @@ def notes_list(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     store: str | None = STORE_OPTION,
 ) -> None:
-    """List long-term notes, the most important first."""
-    with state(ctx, store).open() as mem:
-        found = mem.notes(query, session_id=session_id, user_id=user, kind=kind,
-                          include_history=history, limit=limit)
-    _print_notes(found, as_json, mem.settings)
+    """List long-term notes, the most important first (with --tenant: that tenant's only)."""
+    st = state(ctx, store)
+    with st.open() as mem:
+        found = mem.notes(query, session_id=st.sid(session_id) if session_id else None, user_id=user,
+                          kind=kind, tenant_id=st.tenant, include_history=history, limit=limit)
+    _print_notes(found, as_json, mem.settings, st)
 
 
 @notes_app.command("add")
@@ -93,12 +109,16 @@ def notes_add(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     store: str | None = STORE_OPTION,
 ) -> None:
-    """Write a note yourself."""
-    with state(ctx, store).open(create=True) as mem:
-        note = mem.add_note(text, kind=kind, user_id=user, session_id=session_id, slot=slot,
-                            importance=importance)
+    """Write a note yourself (with --tenant, into that tenant's --session)."""
+    st = state(ctx, store)
+    if st.tenant is not None and session_id is None:
+        # a note takes its tenant from its session; without one it would land in "default"
+        raise InvalidInputError("with --tenant, give the --session the note belongs to")
+    with st.open(create=True) as mem:
+        note = mem.add_note(text, kind=kind, user_id=user, session_id=st.sid(session_id) if session_id else None,
+                            slot=slot, importance=importance)
     if as_json:
-        print(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
+        print(json.dumps(_shown(st, note), ensure_ascii=False, indent=2))
     else:
         console.print(f"note {note.id}: {note.text}", highlight=False, markup=False)
 
@@ -113,14 +133,15 @@ def notes_history(
     """How a note changed: every version, oldest first, and why each was superseded."""
     from memlane.notes.why import explain_history
 
-    with state(ctx, store).open() as mem:
-        versions = mem.note_history(note_id)
+    st = state(ctx, store)
+    with st.open() as mem:
+        versions = _own_versions(st, mem.note_history(note_id), note_id)
         notes = mem.parts.notes
         explained = explain_history(versions, lambda i: notes.store.get_note(i) if notes is not None else None)
     if as_json:
         print(json.dumps(explained, ensure_ascii=False, indent=2))
         return
-    _print_notes(versions, False, mem.settings)
+    _print_notes(versions, False, mem.settings, st)
     for item in explained:
         if item["superseded_why"]:
             console.print(f"{item['id']} → {item['superseded_by'] or '-'}: {item['superseded_why']}",
@@ -138,14 +159,16 @@ def notes_correct(
     store: str | None = STORE_OPTION,
 ) -> None:
     """Correct a note: a new version supersedes it; the old one stays in its history."""
-    with state(ctx, store).open() as mem:
+    st = state(ctx, store)
+    with st.open() as mem:
+        _own_versions(st, mem.note_history(note_id), note_id)
         note = mem.correct_note(note_id, text, value=value, reason=reason, corrected_by="cli")
         detail = {"note_id": note_id, "new_note_id": note.id, **({"reason": reason} if reason else {})}
         mem.audit(AuditEntry(action="correct_note", actor_id="cli", actor_name="memlane CLI", is_anchor=False,
                              allowed=True, result="ok", session_id=note.session_id, tenant_id=note.tenant_id,
                              detail=detail))
     if as_json:
-        print(json.dumps(note.to_dict(), ensure_ascii=False, indent=2))
+        print(json.dumps(_shown(st, note), ensure_ascii=False, indent=2))
     else:
         console.print(f"note {note.id} now says: {note.text} (was note {note_id})", highlight=False, markup=False)
 
@@ -162,15 +185,22 @@ def notes_facets(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     store: str | None = STORE_OPTION,
 ) -> None:
-    """What was tracked beside the dialogue: entities, links, dates and system actions."""
-    with state(ctx, store).open() as mem:
-        found = mem.facets(session_id, kind, value=value, limit=limit)
+    """What was tracked beside the dialogue: entities, links, dates and system actions
+    (with --tenant: in that tenant's conversations only)."""
+    from memlane.scoping import tenant_of_key
+
+    st = state(ctx, store)
+    with st.open() as mem:
+        found = mem.facets(st.sid(session_id) if session_id else None, kind, value=value, limit=limit)
+    if st.tenant is not None:
+        found = [f for f in found if tenant_of_key(f.session_id) == st.tenant]
     if as_json:
-        print(json.dumps([f.to_dict() for f in found], ensure_ascii=False, indent=2))
+        print(json.dumps([_shown(st, f) for f in found], ensure_ascii=False, indent=2))
         return
     table = Table("when", "conversation", "message", "kind", "value")
     for f in found:
-        add_plain_row(table, f.at.strftime("%Y-%m-%d %H:%M"), f.session_id, str(f.message_id), f.kind, _short(f.value))
+        add_plain_row(table, f.at.strftime("%Y-%m-%d %H:%M"), st.shown(f.session_id), str(f.message_id), f.kind,
+                      _short(f.value))
     console.print(table)
 
 
@@ -184,7 +214,9 @@ def notes_forget(
     """Delete a note and every version of it."""
     if not yes:
         typer.confirm(f"Delete note {note_id} and its history?", abort=True)
-    with state(ctx, store).open() as mem:
+    st = state(ctx, store)
+    with st.open() as mem:
+        _own_versions(st, mem.note_history(note_id), note_id)
         n = mem.parts.notes.forget_note(note_id) if mem.parts.notes is not None else 0
     console.print(f"deleted {n} note version(s)")
 
@@ -196,7 +228,9 @@ def notes_promote(
     store: str | None = STORE_OPTION,
 ) -> None:
     """Run the promotion gate now over messages it has not read yet."""
-    with state(ctx, store).open() as mem:
+    st = state(ctx, store)
+    session_id = st.sid(session_id) if session_id else None
+    with st.open() as mem:
         service = mem.parts.notes
         if service is None:
             raise InvalidInputError(f"store {mem.store.url} keeps no notes")
@@ -218,20 +252,21 @@ def audit_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     store: str | None = STORE_OPTION,
 ) -> None:
-    """The audit log of memory commands: who asked what, when, and the result."""
-    with state(ctx, store).open() as mem:
-        service = mem.parts.notes
-        if service is None:
-            raise InvalidInputError(f"store {mem.store.url} keeps no audit log")
-        entries = service.store.list_audit(session_id=session_id, limit=limit)
+    """The audit log of memory commands: who asked what, when, and the result (with
+    --tenant: that tenant's entries only)."""
+    st = state(ctx, store)
+    with st.open() as mem:
+        entries = mem.audit_log(session_id=st.sid(session_id) if session_id else None, tenant_id=st.tenant,
+                                limit=limit)
     if as_json:
-        print(json.dumps([e.to_dict() for e in entries], ensure_ascii=False, indent=2))
+        print(json.dumps([_shown(st, e) for e in entries], ensure_ascii=False, indent=2))
         return
     table = Table("when", "who", "anchor", "action", "allowed", "result", "conversation", "command")
     for e in entries:
         add_plain_row(
             table, e.at.strftime("%Y-%m-%d %H:%M:%S"), e.actor_name or e.actor_id or "", "yes" if e.is_anchor else "no",
-            e.action, "yes" if e.allowed else "no", e.result, e.session_id or "", _short(e.command or "", 40),
+            e.action, "yes" if e.allowed else "no", e.result, st.shown(e.session_id) if e.session_id else "",
+            _short(e.command or "", 40),
         )
     console.print(table)
 
