@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from memlane import Memory
@@ -64,6 +65,16 @@ def test_new_messages_and_forgets_appear_without_reload(tmp_path: Path, browser:
         expect(page.locator(f"#msg-{new[1].id}")).to_contain_text("every 10 minutes", timeout=15_000)
         assert page.locator("#transcript .msg").count() == before + 2
         assert page.locator("#transcript .msg").last.get_attribute("id") == f"msg-{new[1].id}"
+        # a live message has its language like a loaded one, and the language chips count it
+        langs = httpx.get(f"{url}/v1/sessions/trip/languages", timeout=10).json()["messages"]
+        english = sum(1 for x in langs if x["lang"] == "en")
+        assert {x["lang"] for x in langs if x["id"] in (new[0].id, new[1].id)} == {"en"}
+        expect(page.locator(f"#msg-{new[0].id}")).to_have_attribute("data-lang", "en")
+        chip = page.locator("#transcript-facets .chip[data-facet='lang'][data-value='en']")
+        expect(chip).to_have_text(f"English {english}", timeout=15_000)
+        chip.click()
+        expect(page.locator(f"#msg-{new[1].id}")).to_be_visible()
+        page.locator("#transcript-facets .chip[data-facet='']").click()
         count = other.get_session("trip").message_count
         expect(page.locator(".session-item[data-session='trip'] .m")).to_contain_text(f"{count} msgs", timeout=15_000)
         expect(page.locator(".s-meta")).to_contain_text(f"{count} messages", timeout=15_000)
@@ -73,6 +84,7 @@ def test_new_messages_and_forgets_appear_without_reload(tmp_path: Path, browser:
         other.forget_messages([new[0].id or 0])
         expect(page.locator(f"#msg-{new[0].id}")).to_have_count(0, timeout=15_000)
         expect(page.locator(f"#msg-{new[1].id}")).to_have_count(1)
+        expect(chip).to_have_text(f"English {english - 1}")  # the chips no longer count it
 
         # it forgets another session: gone from the list; then the open one: the view says so
         other.delete_session("room-7")

@@ -9,7 +9,7 @@ const SECTION_COLORS = {
 const STRATEGIES = ["hybrid", "simple", "summary", "tiered"];
 
 const state = { sessions: [], selected: null, tab: "transcript", features: {}, highlight: null, contextTicket: 0,
-  noteKind: "", msgFilter: null, sessionLangs: new Map() };
+  noteKind: "", msgFilter: null, sessionLangs: new Map(), transcriptMessages: [] };
 
 // ------------------------------------------------------------------ helpers
 
@@ -301,6 +301,7 @@ async function renderTranscript(body, session) {
     nodes.push(messageNode(m, true));
   }
   if (!messages.messages.length) nodes.push(el("p", { class: "muted", text: "no messages yet" }));
+  state.transcriptMessages = messages.messages;  // what the facet chips count (live appends join it)
   body.replaceChildren(transcriptFacets(messages.messages), el("div", { id: "transcript" }, nodes));
   applyMessageFilter();
   if (state.highlight) {
@@ -1129,8 +1130,16 @@ async function appendLive(messageId) {
   } catch (_) {
     return;  // forgotten already, or not ours
   }
+  // its language, as a loaded message has it (the endpoint judges messages still waiting for one)
+  const langs = await api("GET", `/v1/sessions/${enc(m.session_id)}/languages`).catch(() => ({ messages: [] }));
+  const judged = langs.messages.find((x) => x.id === m.id);
+  m.lang = judged ? langKey(judged.lang) : undefined;
   const transcript = document.getElementById("transcript");
   if (!transcript || state.selected !== m.session_id || document.getElementById(`msg-${m.id}`)) return;
+  // the facet chips count it too (language, role, author)
+  state.transcriptMessages = [...state.transcriptMessages, m];
+  const facets = document.getElementById("transcript-facets");
+  if (facets) facets.replaceWith(transcriptFacets(state.transcriptMessages));
   const placeholder = transcript.querySelector(":scope > p.muted");
   if (placeholder) placeholder.remove();
   const last = [...transcript.querySelectorAll(".msg")].pop();
@@ -1148,6 +1157,13 @@ async function appendLive(messageId) {
 
 function removeMessage(messageId) {
   for (const node of document.querySelectorAll(`#msg-${messageId}, #search-results .hit[data-message='${messageId}']`)) node.remove();
+  const kept = state.transcriptMessages.filter((m) => m.id !== messageId);
+  const facets = document.getElementById("transcript-facets");
+  if (kept.length !== state.transcriptMessages.length && facets) {
+    state.transcriptMessages = kept;
+    facets.replaceWith(transcriptFacets(kept));
+    applyMessageFilter();
+  }
 }
 
 function sessionGone(sessionId) {
