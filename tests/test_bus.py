@@ -426,3 +426,19 @@ def test_maintain_prunes_the_outbox_and_a_failing_callback_is_reported(tmp_path:
         wait_for(lambda: sub.error is not None, "the subscription to record its failure")
         assert isinstance(sub.error, ValueError)
         sub.close()
+
+
+def test_bench_hotcache_times_windows_and_packets_and_counts_repeated_packets(valkey_server: str) -> None:
+    """`memlane bench hotcache`: windows from the log, hot-cache misses and hits; a packet's
+    build beside a Valkey hit; how many packets memlane chat builds twice (in process: none,
+    every turn appends; over REST the server builds the turn's packet again for the
+    response cache lookup)."""
+    from memlane.bench_hot_windows import format_table, run_hot_window_bench
+
+    result = run_hot_window_bench(messages=60, budget=300, reads=10)
+    assert result["hits"] >= 10 and result["window_messages"] > 1
+    assert result["packet_bytes"] > 0 and result["packet_build_ms"] > 0 and result["packet_hit_ms"] > 0
+    chat = result["chat_packets"]
+    assert chat["in_process"] == {"builds": chat["turns"], "repeats": 0}
+    assert chat["rest"]["builds"] > chat["turns"] and 0 < chat["rest"]["repeats"] <= chat["turns"]
+    assert "packets built" in format_table(result)

@@ -3,10 +3,15 @@ shared hot cache (a private Valkey on a Unix socket), on one session, two instan
 
 Timed side by side in one run: instance A reading without ``redis_url`` (the log only),
 instance B's miss (log read, store in Valkey, re-check the session), and B's hit.
+
+Context packets are measured too, for the question whether they belong in the hot cache:
+what building one costs, what a hit would cost (GET and JSON decode of a packet's bytes),
+and what every miss would add (a GET that finds nothing and a SET of the packet).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import tempfile
 import time
@@ -49,9 +54,44 @@ def run_hot_window_bench(messages: int, budget: int, reads: int) -> dict[str, An
             shared.window(sid, budget)
             hit_ms = _median_ms(lambda: shared.window(sid, budget), reads)
             win = plain.window(sid, budget)
-            return {"messages": messages, "budget": budget, "reads": reads,
-                    "window_messages": len(win.messages), "log_ms": log_ms,
-                    "miss_ms": miss_ms, "hit_ms": hit_ms, "hits": shared.hot_window_counts["hits"]}
+            result: dict[str, Any] = {"messages": messages, "budget": budget, "reads": reads,
+                      "window_messages": len(win.messages), "log_ms": log_ms,
+                      "miss_ms": miss_ms, "hit_ms": hit_ms, "hits": shared.hot_window_counts["hits"]}
+            result.update(_packet_figures(plain, sid, budget, max(10, reads // 10), url))
+    result["chat_packets"] = run_packet_repeats()
+    return result
+
+
+#: What a user asks the bench session (its messages are about a quarterly report).
+_QUERIES = ("what did we say about the quarterly report?", "which figures were in message 12?",
+            "summarise the report", "who wrote the figures?")
+
+
+def _packet_figures(mem: Any, sid: str, budget: int, reads: int, url: str) -> dict[str, Any]:
+    """A context packet built from the log beside a packet's bytes read from Valkey."""
+    from memlane.bus.redis_bus import redis_client
+
+    for _ in range(2):  # warm: summaries caught up, the keyword index read once
+        mem.context(sid, _QUERIES[0], budget)
+    mem.flush()
+    turn = iter(range(10**9))
+    build_ms = _median_ms(lambda: mem.context(sid, _QUERIES[next(turn) % len(_QUERIES)], budget), reads)
+    blob = mem.context(sid, _QUERIES[0], budget).to_json().encode()
+    hot = redis_client(url)
+    hot.set("bench:packet", blob)
+    hit_ms = _median_ms(lambda: json.loads(hot.get("bench:packet") or b"{}"), reads * 10)
+    fresh = iter(range(10**9))
+
+    def miss() -> None:
+        key = f"bench:packet:{next(fresh)}"
+        hot.get(key)
+        hot.set(key, blob, px=60_000)
+
+    miss_ms = _median_ms(miss, reads * 10)
+    hot.close()
+    return {"packet_build_ms": build_ms, "packet_bytes": len(blob), "packet_hit_ms": hit_ms,
+            "packet_miss_extra_ms": miss_ms}
+
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -61,4 +101,61 @@ def format_table(result: dict[str, Any]) -> str:
         f"  from the log (no redis_url)        {result['log_ms']:8.3f} ms",
         f"  hot cache miss (read, store, check) {result['miss_ms']:8.3f} ms",
         f"  hot cache hit (Valkey, unix socket) {result['hit_ms']:8.3f} ms",
+        f"context packet ({result['packet_bytes']:,} bytes as JSON), median",
+        f"  built from the log (mem.context)    {result['packet_build_ms']:8.3f} ms",
+        f"  a hit: GET + JSON decode            {result['packet_hit_ms']:8.3f} ms",
+        f"  a miss adds: GET (none) + SET       {result['packet_miss_extra_ms']:8.3f} ms",
+        *(f"memlane chat, {chat['turns']} turns {where.replace('_', ' ')}: {chat[where]['builds']} packets built, "
+          f"{chat[where]['repeats']} of them built before (what a packet cache could serve)"
+          for chat in [result["chat_packets"]] for where in ("in_process", "rest")),
     ])
+
+
+def run_packet_repeats(turns: int = 12) -> dict[str, Any]:
+    """How often `memlane chat` builds a context packet it built before (the same session
+    version, query, budget and strategy): the most hits a shared packet cache could have.
+    One conversation of ``turns`` questions (one asked twice), in process and over REST,
+    with the response cache on (it asks for the packet too)."""
+    import io
+
+    from rich.console import Console
+
+    from memlane import Memory
+    from memlane.bench_caches import WORKLOAD
+    from memlane.client import MemoryClient
+    from memlane.server.app import create_app
+    from memlane.server.chat import ChatModel, ChatRepl
+    from memlane.server.runner import ServerThread
+    from memlane.tiny_model import TinyModel
+
+    class Recording(Memory):
+        """Memory that notes the key of every packet it builds (the measuring instrument)."""
+
+        keys: list[tuple[Any, ...]]
+
+        def context(self, session_id: str, query: str | None = None, max_tokens: int | None = None,
+                    **options: Any) -> Any:
+            session = self.get_session(session_id)
+            self.keys.append((session.id, session.version, query, max_tokens, options.get("strategy")))
+            return super().context(session_id, query, max_tokens, **options)
+
+    questions = [q for _, q in WORKLOAD[: turns - 1]] + [WORKLOAD[0][1]]  # the first one again
+    out: dict[str, Any] = {"turns": len(questions)}
+    with tempfile.TemporaryDirectory() as tmp, TinyModel() as tiny:
+        for where in ("in_process", "rest"):
+            mem = Recording(Path(tmp) / f"{where}.db", embedder="none")
+            mem.keys = []
+            with mem:
+                server = ServerThread(create_app(mem)) if where == "rest" else None
+                front: Any = MemoryClient(server.start()) if server is not None else mem
+                model = ChatModel(tiny.url, "tiny")
+                repl = ChatRepl(front, model=model, console=Console(file=io.StringIO()), session_id="chat",
+                                use_cache=True)
+                for question in questions:
+                    repl.handle(question)
+                model.close()
+                if server is not None:
+                    front.close()
+                    server.stop()
+                out[where] = {"builds": len(mem.keys), "repeats": len(mem.keys) - len(set(mem.keys))}
+    return out
