@@ -50,6 +50,14 @@ def test_expansion_keeps_an_english_query_vector_as_it_was() -> None:
     assert de.language == "de" and "sister" in de.added and "sister" in de.vector_query.split()
 
 
+def test_a_german_compound_the_lexicon_lacks_is_translated_by_its_parts() -> None:
+    assert translations("Lieblingsfarbe", "de") == ()
+    de = expand_query("Was ist meine Lieblingsfarbe?")
+    assert {"favorite", "color"} <= set(de.added) and "color" in de.vector_query.split()
+    # an English word is never split by German frequencies
+    assert expand_query("What is my understanding?").added == expand_query("understanding").added
+
+
 def test_a_german_query_finds_the_english_memory_and_the_reverse(mem: Memory) -> None:
     hits = mem.search("Wo wohnt meine Schwester?", user_id="u", top_k=3)
     assert hits[0].message.content == MEMORIES[0]

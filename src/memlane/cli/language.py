@@ -65,8 +65,11 @@ def _pair_table(title: str, runs: dict[str, Any]) -> None:
             table.add_row(name, group, str(fig["pairs"]), *(_fmt(fig[f"recall@{k}"]) for k in KS),
                           _fmt(run["search_ms_p50"]))
     # wide enough for every column whatever the terminal (a slow run's "150.03 ms" would
-    # otherwise squeeze the run names into "minilm + expan…")
-    console.print(table, width=130)
+    # otherwise squeeze the run names into "minilm + expan…"); Console.print clamps its
+    # width to the console's, so a console at least that wide prints it
+    from rich.console import Console
+
+    Console(width=max(console.width, 130), highlight=False).print(table)
 
 
 def print_crosslingual_eval(file: Path | None, embedders: tuple[str, ...], as_json: bool) -> None:

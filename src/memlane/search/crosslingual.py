@@ -9,6 +9,7 @@ memlane (``memlane.bilingual``), and the translations are added to the query:
 
 * to the keyword (BM25) query in both directions - it is an OR of terms, so a
   translation that matches nothing costs nothing;
+* a German compound the lexicon lacks is translated by its parts ("Lieblingsfarbe");
 * to the text the vector is made from only for German queries - MiniLM reads the English
   words and cannot read the German ones, so an English query's vector stays as it was.
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memlane.bilingual import translations
+from memlane.compounds import compound_parts
 from memlane.language import Language, content_words, detect_language
 
 __all__ = ["Expansion", "expand_query"]
@@ -34,6 +36,15 @@ class Expansion:
     vector_query: str
 
 
+def _translated(word: str, language: Language) -> tuple[str, ...]:
+    """The word's translations; for a German compound the lexicon does not hold, its
+    parts' ("Lieblingsfarbe" -> "favorite", "color"; "Arzttermin" -> "doctor", ...)."""
+    found = translations(word, language)
+    if found or language != "de":
+        return found
+    return tuple(t for part in compound_parts(word) for t in translations(part, language))
+
+
 @lru_cache(maxsize=4096)
 def expand_query(query: str) -> Expansion:
     """The query with its content words' translations for BM25, and for the vector when German."""
@@ -41,7 +52,7 @@ def expand_query(query: str) -> Expansion:
     seen = {w.lower() for w in content_words(query)}
     added: list[str] = []
     for w in content_words(query):
-        for t in translations(w, lng):
+        for t in _translated(w, lng):
             if t not in seen:
                 seen.add(t)
                 added.append(t)
