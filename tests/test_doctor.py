@@ -163,6 +163,48 @@ def test_postgres_healthy_then_orphaned(fresh_pg_store: PostgresStore) -> None:
         assert diagnose(mem.store, "hashing").healthy
 
 
+@pytest.mark.postgres
+def test_postgres_search_checks(fresh_pg_store: PostgresStore) -> None:
+    """Rows without a language, an invalid index left by a failed concurrent build and a
+    vector index lost in an interrupted bulk load are reported with what to do; memlane
+    reindex mends the first and the last."""
+    import psycopg
+
+    url = fresh_pg_store.url
+    with Memory(fresh_pg_store, embedder="hashing") as mem:
+        sid = mem.create_session(session_id="p2")
+        mem.store_interaction("Die Datenbanken laufen wieder", "gut", session_id=sid)
+        mem.flush()
+        store = mem.store
+        report = diagnose(store, "hashing")
+        checks = {f.check: f.status for f in report.findings}
+        assert checks["languages"] == "ok" and checks["indexes"] == "ok", report.to_dict()
+        assert "extensions" not in checks and "vacuum" not in checks  # the embedded server has both
+        store.write(lambda conn: conn.execute("UPDATE messages SET lang = NULL"))  # type: ignore[attr-defined]
+        store.write(lambda conn: conn.execute("DROP INDEX message_vectors_hnsw"))  # type: ignore[attr-defined]
+        # two messages in one session: the build fails and leaves an invalid index behind
+        with psycopg.connect(fresh_pg_store._conninfo, autocommit=True) as conn, pytest.raises(
+            psycopg.errors.UniqueViolation
+        ):
+            conn.execute("CREATE UNIQUE INDEX CONCURRENTLY doctor_bad ON messages (session_id)")
+        report = diagnose(store, "hashing")
+        found = {(f.check, f.status): f for f in report.findings}
+        assert "2 messages" in found["languages", "warn"].message
+        assert "memlane reindex" in found["languages", "warn"].action
+        assert "message_vectors_hnsw" in found["indexes", "warn"].message
+        assert "doctor_bad" in found["indexes", "error"].message and not report.healthy
+        store.write(lambda conn: conn.execute("DROP INDEX doctor_bad"))  # type: ignore[attr-defined]
+    main(["--store", url, "reindex", "--embedder", "hashing"])
+    again = PostgresStore(url)
+    try:
+        report = diagnose(again, "hashing")
+        assert {f.check: f.status for f in report.findings if f.check in ("languages", "indexes")} == {
+            "languages": "ok", "indexes": "ok"}, report.to_dict()
+        assert report.healthy
+    finally:
+        again.close()
+
+
 def test_doctor_opens_no_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--store", str(tmp_path / "nope.db"), "doctor"])

@@ -44,7 +44,8 @@ class ErasureReporting(Protocol):
 
 @dataclass(slots=True)
 class Finding:
-    check: str  # integrity, keyword_index, orphans, index_lag, embedder, disk, wal, erasure_log, outbox
+    check: str  # integrity, keyword_index, orphans, index_lag, embedder, disk, wal, erasure_log, outbox,
+    #             and on PostgreSQL languages, indexes, extensions, vacuum
     status: str  # ok, info, warn, error
     message: str
     action: str = ""  # what to do; empty when nothing is needed
@@ -106,6 +107,8 @@ def diagnose(store: Store, embedder_spec: str | None) -> Report:
     _orphans(facts, add)
     _vectors(store, embedder_spec, add)
     _disk(facts, add)
+    if facts.backend == "postgres":
+        _postgres(facts, add)
     if isinstance(store, ErasureReporting):
         _erasures(store.erasure_health(), add)
     for note in facts.notes:
@@ -240,6 +243,43 @@ def _vectors(store: Store, spec: str | None, add: Any) -> None:
         ))
     else:
         add(Finding("index_lag", "ok", "every message that should have a vector has one"))
+
+
+def _postgres(facts: StoreHealth, add: Any) -> None:
+    """PostgreSQL's own checks: what keeps search right (languages, indexes) and fast (VACUUM)."""
+    if facts.without_language:
+        listed = ", ".join(f"{n} {table}" for table, n in sorted(facts.without_language.items()))
+        add(Finding(
+            "languages", "warn",
+            f"{listed} have no language and are keyword-indexed as English (written before "
+            "migration 10/15 or by hand): a German word form does not find them",
+            "judge them: memlane reindex (keeps working stores readable while it runs)",
+        ))
+    else:
+        add(Finding("languages", "ok", "every message and note is stemmed in its own language"))
+    if facts.invalid_indexes:
+        add(Finding(
+            "indexes", "error", f"invalid indexes (a failed concurrent build): {', '.join(facts.invalid_indexes)}",
+            "rebuild them: REINDEX INDEX <name>, or drop them and run memlane reindex", "storage",
+        ))
+    if facts.missing_indexes:
+        add(Finding(
+            "indexes", "warn", f"missing: {'; '.join(facts.missing_indexes)}",
+            "rebuild them: memlane reindex (an interrupted bulk load or migration leaves them out)",
+        ))
+    if not facts.invalid_indexes and not facts.missing_indexes:
+        add(Finding("indexes", "ok", "keyword and vector indexes are present and valid"))
+    for extension, role in sorted(facts.skipped_extensions.items()):
+        add(Finding(
+            "extensions", "info", f"extension {extension} is not installed ({role})",
+            f"install it on the server (CREATE EXTENSION {extension}); memlane applies the "
+            "skipped migration at its next start",
+        ))
+    for table, (dead, live) in sorted(facts.dead_rows.items()):
+        add(Finding(
+            "vacuum", "warn", f"{table} holds {dead} dead row versions beside {live} live ones",
+            f"VACUUM is behind (autovacuum off, or a long transaction holds it back): VACUUM (ANALYZE) {table}",
+        ))
 
 
 def _disk(facts: StoreHealth, add: Any) -> None:

@@ -54,6 +54,12 @@ class StoreHealth:
     wal_bytes: int | None = None
     free_disk_bytes: int | None = None
     notes: list[str] = field(default_factory=list)  # what could not be checked, and why
+    # PostgreSQL only (postgres_health):
+    without_language: dict[str, int] = field(default_factory=dict)  # table -> rows indexed as English unjudged
+    invalid_indexes: list[str] = field(default_factory=list)  # left by a failed CREATE/REINDEX CONCURRENTLY
+    missing_indexes: list[str] = field(default_factory=list)  # what search needs and is not there
+    skipped_extensions: dict[str, str] = field(default_factory=dict)  # extension -> what is missing without it
+    dead_rows: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (dead, live), when bloated
 
 
 def orphan_query(table: str, column: str, parent: str, parent_column: str) -> str:
@@ -160,4 +166,49 @@ def postgres_health(read: Callable[[str], list[Any]]) -> StoreHealth:
         health.wal_bytes = int(read("SELECT coalesce(sum(size), 0) FROM pg_ls_waldir()")[0][0])
     except Exception:
         health.notes.append("WAL size not checked: needs superuser or the pg_monitor role")
+    _postgres_search_facts(read, tables, health)
     return health
+
+
+#: Optional migrations (postgres_schema.OPTIONAL) and what a store without them lacks.
+PG_EXTENSION_ROLES = {
+    "vector": "pgvector: no vectors are stored, search is keyword-only",
+    "btree_gin": "btree_gin: the keyword index has no tenant column, so a tenant's search reads other tenants' matches",
+}
+#: Dead row versions beyond this share of the live ones (and this many) mean VACUUM is behind.
+DEAD_ROW_SHARE = 0.2
+DEAD_ROW_MIN = 10_000
+
+
+def _postgres_search_facts(read: Callable[[str], list[Any]], tables: set[str], health: StoreHealth) -> None:
+    """What keeps PostgreSQL search right and fast: rows stemmed in their language, valid
+    indexes, the extensions the optional migrations wanted, and VACUUM keeping up."""
+    for table in ("messages", "notes"):
+        if table in tables:
+            count = int(read(f"SELECT count(*) FROM {table} WHERE lang IS NULL")[0][0])
+            if count:
+                health.without_language[table] = count
+    health.invalid_indexes = [str(r[0]) for r in read(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = current_schema() AND NOT (i.indisvalid AND i.indisready)"
+    )]
+    indexes = {str(r[0]) for r in read(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind = 'i' AND n.nspname = current_schema()"
+    )}
+    if "messages" in tables and not indexes & {"messages_tsv_by_tenant", "messages_tsv"}:
+        health.missing_indexes.append("messages_tsv (keyword search reads every message)")
+    if "message_vectors" in tables and "message_vectors_hnsw" not in indexes and read(
+        "SELECT 1 FROM message_vectors LIMIT 1"
+    ):
+        health.missing_indexes.append("message_vectors_hnsw (vector search compares every vector)")
+    installed = {str(r[0]) for r in read("SELECT extname FROM pg_extension")}
+    for extension, role in PG_EXTENSION_ROLES.items():
+        if extension not in installed:
+            health.skipped_extensions[extension] = role
+    for table, dead, live in read(
+        "SELECT relname, n_dead_tup, n_live_tup FROM pg_stat_user_tables WHERE schemaname = current_schema()"
+    ):
+        if dead >= DEAD_ROW_MIN and dead > DEAD_ROW_SHARE * max(live, 1):
+            health.dead_rows[str(table)] = (int(dead), int(live))
