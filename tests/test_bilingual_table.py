@@ -43,8 +43,11 @@ def test_the_table_keeps_the_best_translations_of_each_word_and_stem() -> None:
 def test_the_table_is_built_once_and_read_by_later_processes(
     cache_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert "sister" in translations("Schwester", "de")
-    [kept] = cache_home.glob("lexicon-de-en-*.tsv")
+    stale = cache_home / "lexicon-de-en-from-an-older-lexicon.tsv"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"w\tde\tschwester\tbrother\n")
+    assert translations("Schwester", "de")[0] == "sister"
+    [kept] = cache_home.glob("lexicon-de-en-*.tsv")  # the older table is gone
     bilingual.lexicon.cache_clear()  # as a fresh process would start
 
     def no_build(text: str) -> bytes:

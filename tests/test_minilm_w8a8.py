@@ -23,21 +23,18 @@ from memlane.cli.minilm_w8a8 import compare_variants, main
 from memlane.errors import EmbedderError
 from memlane.search.embedders import (
     MINILM_F32_MODEL_ID,
-    MINILM_MAX_TOKENS,
     MINILM_MODEL_ID,
     MiniLMEmbedder,
     _default_model_path,
-    _default_tokenizer_path,
-    minilm_tokenizer,
 )
 from memlane.search.minilm_w8a8 import (
     _file_sha256,
     _shipped_maxima,
-    cached_w8a8_model,
     calibration_texts,
     quantizable_matmuls,
     rewrite,
     u8s8_is_exact,
+    w8a8_cache_name,
 )
 
 K, N = 16, 8
@@ -208,9 +205,12 @@ def _load_in_fresh_process(tmp_path: Path, cache_home: Path) -> tuple[np.ndarray
 
 def test_the_rewritten_model_is_kept_for_the_next_process(tmp_path: Path) -> None:
     cache_home = tmp_path / "cache"
+    stale = cache_home / "memlane" / "minilm-w8a8-from-an-older-memlane.onnx"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an older rewrite")
     first, rewrote = _load_in_fresh_process(tmp_path, cache_home)
     assert rewrote  # the first process rewrites the graph (which needs the onnx package) ...
-    [cached] = (cache_home / "memlane").glob("minilm-w8a8-*.onnx")
+    [cached] = (cache_home / "memlane").glob("minilm-w8a8-*.onnx")  # ... and drops older copies
     second, rewrote = _load_in_fresh_process(tmp_path, cache_home)
     assert not rewrote  # ... the next one opens the kept file and never imports onnx
     np.testing.assert_array_equal(second, first)
@@ -230,14 +230,12 @@ def test_the_rewritten_model_is_kept_for_the_next_process(tmp_path: Path) -> Non
     np.testing.assert_array_equal(fourth, first)
 
 
-def test_the_cache_key_follows_the_model_file(tmp_path: Path) -> None:
+def test_the_cache_name_follows_the_model_file(tmp_path: Path) -> None:
     # Another model file (or the same path rewritten) must not be served the old rewrite.
-    tokenizer = minilm_tokenizer(_default_tokenizer_path(), MINILM_MAX_TOKENS)
     copy = tmp_path / "model.onnx"
     shutil.copyfile(_default_model_path(), copy)
-    first = cached_w8a8_model(copy, tokenizer, tmp_path / "cache")
-    assert isinstance(first, str) and Path(first).is_file()
-    assert cached_w8a8_model(copy, tokenizer, tmp_path / "cache") == first
+    first = w8a8_cache_name(copy)
+    assert w8a8_cache_name(copy) == first
+    assert w8a8_cache_name(_default_model_path()) != first
     os.utime(copy, ns=(1_000_000_000, 1_000_000_000))  # same bytes, another file version
-    second = cached_w8a8_model(copy, tokenizer, tmp_path / "cache")
-    assert second != first and Path(second).is_file()
+    assert w8a8_cache_name(copy) != first

@@ -101,14 +101,15 @@ def lexicon() -> _Table:
     Built from ``data/lexicon_de_en.txt`` by the first process and kept in the user's
     cache directory; without a writable one, built in memory.
     """
-    from memlane.user_cache import keep, user_cache_dir
+    from memlane.user_cache import keep, prune, user_cache_dir
 
     raw = resources.files("memlane").joinpath("data", LEXICON).read_bytes()
     cache = user_cache_dir() / f"lexicon-de-en-{_cache_key(raw)}.tsv"
     with contextlib.suppress(OSError):
         return _Table(cache.read_bytes())
     data = _build_table(raw.decode("utf-8"))
-    keep(cache, data)  # best effort: without a cache the next process builds it again
+    if keep(cache, data):  # best effort: without a cache the next process builds it again
+        prune(cache, "lexicon-de-en-*.tsv")
     return _Table(data)
 
 

@@ -6,6 +6,7 @@ only costs start-up time, never data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -18,7 +19,6 @@ def user_cache_dir() -> Path:
 def keep(path: Path, data: bytes) -> bool:
     """Write ``data`` to ``path`` in the cache atomically (a reader sees the whole file or
     none); False when the directory cannot be written, which callers treat as no cache."""
-    import contextlib
     import tempfile
 
     try:
@@ -35,3 +35,12 @@ def keep(path: Path, data: bytes) -> bool:
             os.unlink(tmp)
         return False
     return True
+
+
+def prune(kept: Path, pattern: str) -> None:
+    """Remove the files beside ``kept`` that match ``pattern`` (older versions of it: each
+    upgrade of memlane or of a model would otherwise leave its copy behind)."""
+    for other in kept.parent.glob(pattern):
+        if other != kept:
+            with contextlib.suppress(OSError):
+                other.unlink()

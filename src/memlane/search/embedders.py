@@ -27,6 +27,7 @@ import itertools
 import logging
 import os
 import re
+import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -197,25 +198,34 @@ def _load_minilm(
                 raise EmbedderError(f"embedding model file not found: {path}")
         tokenizer = minilm_tokenizer(tokenizer_path, max_tokens)
 
-        options = ort.SessionOptions()
-        # One thread per run; several cores are used by running different batches at once
-        # (MiniLMEmbedder.embed) rather than splitting every operator across threads. A
-        # split operator ends at a barrier, ~100 of them per batch, so on a machine whose
-        # cores are shared with other processes one descheduled thread stalls the rest:
-        # on the 2-core reference machine under load, 2 intra-op threads embedded ~55
-        # texts/s against ~90 for one thread, while batches side by side never fall below
-        # one thread's speed. Queries (one text) lose ~1 ms of parallelism, measured.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if activations == "int8":
-            session = _w8a8_session(ort, options, model_path, tokenizer)
+            session = _w8a8_session(ort, model_path, tokenizer)
         else:
-            session = _session(ort, options, str(model_path), model_path)
+            session = _session(ort, _options(ort, "all"), str(model_path), model_path)
         loaded = _LoadedMiniLM(session, tokenizer, threads)
         _MINILM_LOADED[key] = loaded
         return loaded
+
+
+def _options(ort: Any, optimize: Literal["all", "extended", "none"], save_to: Path | None = None) -> Any:
+    options = ort.SessionOptions()
+    # One thread per run; several cores are used by running different batches at once
+    # (MiniLMEmbedder.embed) rather than splitting every operator across threads. A
+    # split operator ends at a barrier, ~100 of them per batch, so on a machine whose
+    # cores are shared with other processes one descheduled thread stalls the rest:
+    # on the 2-core reference machine under load, 2 intra-op threads embedded ~55
+    # texts/s against ~90 for one thread, while batches side by side never fall below
+    # one thread's speed. Queries (one text) lose ~1 ms of parallelism, measured.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    levels = ort.GraphOptimizationLevel
+    options.graph_optimization_level = {
+        "all": levels.ORT_ENABLE_ALL, "extended": levels.ORT_ENABLE_EXTENDED, "none": levels.ORT_DISABLE_ALL,
+    }[optimize]
+    if save_to is not None:
+        options.optimized_model_filepath = str(save_to)
+    return options
 
 
 def _session(ort: Any, options: Any, model: str | bytes, model_path: Path) -> Any:
@@ -233,22 +243,47 @@ def _session(ort: Any, options: Any, model: str | bytes, model_path: Path) -> An
         raise EmbedderError(f"cannot load ONNX model {model_path}: {exc}") from exc
 
 
-def _w8a8_session(ort: Any, options: Any, model_path: Path, tokenizer: Any) -> Any:
-    """The int8-activation session, from the rewritten model cached in the user's cache
-    directory (made and kept there on first use); a damaged cached copy is made again."""
-    from memlane.search.minilm_w8a8 import cached_w8a8_model
-    from memlane.user_cache import user_cache_dir
+def _w8a8_session(ort: Any, model_path: Path, tokenizer: Any) -> Any:
+    """The int8-activation session, from the user's cache directory when an earlier process
+    kept the model there.
 
-    model = cached_w8a8_model(model_path, tokenizer, user_cache_dir())
-    if isinstance(model, bytes):
-        return _session(ort, options, model, model_path)
+    Rewriting the graph (memlane.search.minilm_w8a8) and onnxruntime's graph optimizations
+    cost each process ~0.35 s CPU; the first process saves the result of both, as
+    onnxruntime wrote it with the optimizations that suit any CPU ("extended"; "all" adds
+    CPU-specific layouts, none of which this graph uses), and later ones open that file
+    with no optimization pass (same vectors, bit for bit). A damaged copy is made again;
+    without a writable cache every process makes it in memory.
+    """
+    from memlane.search.minilm_w8a8 import w8a8_cache_name, w8a8_model
+    from memlane.user_cache import prune, user_cache_dir
+
+    cache = user_cache_dir()
     try:
-        return _session(ort, options, model, model_path)
-    except EmbedderError:
-        log.warning("memlane: the cached int8 MiniLM %s did not load; making it again", model)
+        kept = cache / f"{w8a8_cache_name(model_path)}-ort{ort.__version__}.onnx"
+    except OSError as exc:
+        raise EmbedderError(f"cannot read ONNX model {model_path}: {exc}") from exc
+    if kept.is_file():
+        try:
+            return _session(ort, _options(ort, "none"), str(kept), model_path)
+        except EmbedderError:
+            log.warning("memlane: the cached int8 MiniLM %s did not load; making it again", kept)
+    rewritten = w8a8_model(model_path, tokenizer)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".minilm-w8a8-", suffix=".onnx", dir=cache)
+        os.close(fd)
+    except OSError:
+        return _session(ort, _options(ort, "all"), rewritten, model_path)
+    try:
+        session = _session(ort, _options(ort, "extended", save_to=Path(name)), rewritten, model_path)
+        os.replace(name, kept)  # atomic: another process opens the whole file or none
+        prune(kept, "minilm-w8a8-*.onnx")
+    except OSError:  # the session is fine; only keeping it failed
+        pass
+    finally:
         with contextlib.suppress(OSError):
-            Path(model).unlink()
-        return _session(ort, options, cached_w8a8_model(model_path, tokenizer, user_cache_dir()), model_path)
+            os.unlink(name)
+    return session
 
 
 class MiniLMEmbedder(Embedder):

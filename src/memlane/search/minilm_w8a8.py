@@ -42,14 +42,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memlane.errors import EmbedderError
-from memlane.user_cache import keep
 
 __all__ = [
     "SMOOTHING_ALPHA",
-    "cached_w8a8_model",
     "calibrate",
     "calibration_texts",
     "quantizable_matmuls",
+    "w8a8_cache_name",
     "w8a8_model",
 ]
 
@@ -441,34 +440,16 @@ def w8a8_model(model_path: Path, tokenizer: Any) -> bytes:
     return rewrite(model, maxima, unsigned_weights=not u8s8_is_exact())
 
 
-def _cache_key(model_path: Path, unsigned_weights: bool) -> str:
-    """What the rewritten model depends on: the model file (by identity, not by content:
-    hashing 23 MB would cost what the cache saves), this module's code, the shipped
-    smoothing and calibration data, and the weight signedness chosen for this CPU."""
+def w8a8_cache_name(model_path: Path) -> str:
+    """A name for the rewrite of ``model_path`` that changes with whatever the rewrite
+    depends on: the model file (by identity, not by content: hashing 23 MB would cost what
+    a cache saves), this module's code, the shipped smoothing and calibration data, and
+    the weight signedness chosen for this CPU. Raises OSError when the file is unreadable.
+    """
     digest = hashlib.sha256()
     stat = model_path.stat()
-    digest.update(f"{model_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{unsigned_weights}".encode())
+    digest.update(f"{model_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{u8s8_is_exact()}".encode())
     for part in (Path(__file__), _data_path("minilm-w8a8-smoothing.npz"), _data_path("minilm-calibration.txt")):
         with contextlib.suppress(OSError):  # a missing data file is part of the key too
             digest.update(part.read_bytes())
-    return digest.hexdigest()[:24]
-
-
-def cached_w8a8_model(model_path: Path, tokenizer: Any, cache_dir: Path | None) -> str | bytes:
-    """:func:`w8a8_model`, kept in ``cache_dir`` after the first process made it.
-
-    Rewriting costs every process ~0.4 s (importing onnx, parsing and re-serialising the
-    graph, hashing the model file); a cached copy is a file onnxruntime opens directly.
-    Returns the cached file's path, or the bytes themselves when ``cache_dir`` is None or
-    cannot be written (the model still loads; only the saving is lost).
-    """
-    if cache_dir is None:
-        return w8a8_model(model_path, tokenizer)
-    try:
-        target = cache_dir / f"minilm-w8a8-{_cache_key(model_path, not u8s8_is_exact())}.onnx"
-    except OSError as exc:
-        raise EmbedderError(f"cannot read ONNX model {model_path}: {exc}") from exc
-    if target.is_file():
-        return str(target)
-    data = w8a8_model(model_path, tokenizer)
-    return str(target) if keep(target, data) else data
+    return f"minilm-w8a8-{digest.hexdigest()[:24]}"
