@@ -133,9 +133,14 @@ def fix_erasures(store: Store) -> dict[str, int]:
 _FIX_ERASURES = "memlane doctor --fix-erasures"
 
 
+def _counted(counts: dict[str, int]) -> str:
+    """``{"notes": 2, "messages": 5}`` as "5 messages, 2 notes" (sorted by what is counted)."""
+    return ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+
+
 def _erasures(facts: ErasureHealth, add: Any) -> None:
     if facts.back:
-        listed = ", ".join(f"{n} {kind}" for kind, n in sorted(facts.back.items()))
+        listed = _counted(facts.back)
         add(Finding(
             "erasure_log", "error",
             f"forgotten data is back: {listed} the erasure log says were erased exist again "
@@ -248,12 +253,12 @@ def _vectors(store: Store, spec: str | None, add: Any) -> None:
 def _postgres(facts: StoreHealth, add: Any) -> None:
     """PostgreSQL's own checks: what keeps search right (languages, indexes) and fast (VACUUM)."""
     if facts.without_language:
-        listed = ", ".join(f"{n} {table}" for table, n in sorted(facts.without_language.items()))
+        listed = _counted(facts.without_language)
         add(Finding(
             "languages", "warn",
             f"{listed} have no language and are keyword-indexed as English (written before "
             "migration 10/15 or by hand): a German word form does not find them",
-            "judge them: memlane reindex (keeps working stores readable while it runs)",
+            "judge them: memlane reindex (stop the processes writing to the database first)",
         ))
     else:
         add(Finding("languages", "ok", "every message and note is stemmed in its own language"))
