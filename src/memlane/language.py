@@ -251,14 +251,19 @@ def stems(text: str, language: Language | None = None, *, drop_stopwords: bool =
 
 def content_stems(text: str, language: Language | None = None) -> set[str]:
     """What ``text`` is about, for comparing two texts: the Snowball stems of its content
-    words in its language, and for German the stems of its compounds' parts, so
+    words (not function words nor chat filler; hyphenated words with their parts) in its language, and for German the stems of its compounds' parts, so
     "Sicherungen der Datenbanken" and "Datenbanksicherung" share "sicher" and "datenbank"
     as "backups of the databases" and "database backup" share "backup" and "databas"."""
     lng = language or detect_language(text)
-    found = [w for w in words(text) if len(w) > 2 and w not in STOPWORDS]
+    found = [part for w in words(text) if w not in _NO_TOPIC and len(w) > 2 and not w.isdigit()
+             for part in dict.fromkeys((w, *w.split("-"))) if len(part) > 2]
     if lng == "de":
         found = with_compound_parts(found)
     return {stem(w, lng) for w in found}
+
+
+# Function words and chat filler ("machen", "heute", "really") name nothing a text is about.
+_NO_TOPIC = STOPWORDS | FILLER_EN | FILLER_DE
 
 
 def keyword_text(text: str, language: str | None) -> str:

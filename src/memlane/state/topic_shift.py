@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memlane.language import FILLER_DE, FILLER_EN, STOPWORDS, Language, detect_language, stem, words
+# The language layer's stems: content words only, German compounds with their parts.
+from memlane.language import content_stems, detect_language, words
 
 if TYPE_CHECKING:
     from memlane.search.embedders import Embedder
@@ -33,27 +34,12 @@ DEFAULT_THRESHOLD = 0.35
 #: Languages the default embedder (MiniLM) understands.
 EMBEDDING_LANGUAGES: tuple[str, ...] = ("en",)
 _MIN_PART = 4  # compound parts shorter than this are too unspecific to match on
-# Function words and chat filler ("machen", "heute", "really") name no topic.
-_NO_TOPIC = STOPWORDS | FILLER_EN | FILLER_DE
-
-
-def content_stems(text: str, language: Language | None = None) -> set[str]:
-    """Stems of the content words of ``text``; German compounds add their tail parts."""
-    lng = language or detect_language(text)
-    out: set[str] = set()
-    for w in words(text):
-        if w in _NO_TOPIC or len(w) < 3 or w.isdigit():
-            continue
-        for part in {w, *w.split("-")}:
-            if len(part) >= 3:
-                out.add(stem(part, lng))
-    return out
 
 
 def _shares(query: set[str], window: set[str]) -> bool:
     if query & window:
         return True
-    # German compounds: "Apfelkuchen" and "Kuchen", "Druckerdüsen" and "Drucker".
+    # German compounds the splitter leaves whole: "Apfelkuchen" and "Kuchen" by their stems' ends.
     return any(
         len(a) > len(b) >= _MIN_PART + 1 and (a.endswith(b) or a.startswith(b))
         for a in query for b in window
