@@ -37,6 +37,11 @@ def test_bench_search_json_fields(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["search_ms_p50"] > 0 and out["search_ms_p50"] <= out["search_ms_p95"]
     assert out["corpus"] and out["vectors"]
 
+    # numpy brute force over a per-share matrix in RAM, for each share of the corpus
+    brute = out["numpy_brute_force"]
+    assert set(brute) == {"100%"} and brute["100%"]["rows"] == 1000
+    assert 0 <= brute["100%"]["vector_search_ms_p50"] <= brute["100%"]["vector_search_ms_p95"]
+
     # sqlite-vec's vec0 on the same vectors, as a ratio to memlane's vector index
     vec0 = out["sqlite_vec"]
     if "skipped" in vec0:

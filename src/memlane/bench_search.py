@@ -362,6 +362,7 @@ def run_search_bench(
         result["fresh_process"] = _fresh_process(db, embedder_spec, query_texts, shares, work)
         if not peers:
             return result
+        result["numpy_brute_force"] = _numpy_brute_force(vectors, qvecs, users)
         result["sqlite_vec"] = _sqlite_vec(vectors, ids, qvecs, work, progress)
         v0 = result["sqlite_vec"]
         if "vector_search_ms_p50" in v0:
@@ -420,6 +421,23 @@ def _peer_figures(filtered: list[float], unfiltered: list[float], load_s: float,
         "load_s": round(load_s, 1),
         "version": version,
     }
+
+
+def _numpy_brute_force(
+    vectors: np.ndarray[Any, np.dtype[np.float32]], qvecs: np.ndarray[Any, np.dtype[np.float32]], users: int
+) -> dict[str, Any]:
+    """Top 10 by a float32 matrix product over each share's rows, held in this process's
+    RAM as one matrix per share (the baseline a per-process matrix gives; no index)."""
+    sessions = np.arange(len(vectors)) // PER_SESSION
+    owners = np.array([owner(int(s), users) for s in range(int(sessions[-1]) + 1)]) if len(vectors) else np.array([])
+    out: dict[str, Any] = {}
+    for share, flt in share_filters(users).items():
+        rows = np.arange(len(vectors)) if "agent_id" in flt else np.flatnonzero(owners[sessions] == flt["user_id"])
+        matrix = np.ascontiguousarray(vectors[rows])
+        times = [_time_once(lambda v=v, m=matrix: np.argpartition(-(m @ v), 10)[:10]) for v in qvecs]
+        out[share] = {"rows": len(rows), "vector_search_ms_p50": round(statistics.median(times), 2),
+                      "vector_search_ms_p95": round(_pct(times, 0.95), 2)}
+    return out
 
 
 def _sqlite_vec(
