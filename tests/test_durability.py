@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -30,6 +31,17 @@ def _acked(path: Path) -> list[tuple[int, str]]:
 ROUNDS = 25
 
 
+def _vectors(db: Path) -> int:
+    """Vectors in ``db`` now, read beside the writer (0 before the indexer made its table)."""
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM message_vectors").fetchone()[0])
+    except sqlite3.OperationalError:  # no table yet
+        return 0
+    finally:
+        conn.close()
+
+
 def test_sigkill_never_loses_an_acknowledged_message(tmp_path: Path) -> None:
     # Not marked slow: 25 kills take well under a minute and this is the proof of the
     # write path, so it runs by default.
@@ -48,6 +60,10 @@ def test_sigkill_never_loses_an_acknowledged_message(tmp_path: Path) -> None:
         start = len(_acked(ack)) if ack.exists() else 0
         while time.time() < deadline and (not ack.exists() or len(_acked(ack)) <= start):
             time.sleep(0.02)
+        if embedder != "none":  # and, in an indexer round, until vectors are being written
+            before = _vectors(db)
+            while time.time() < deadline and _vectors(db) <= before:
+                time.sleep(0.02)
         time.sleep(rng.uniform(0.01, 0.4))
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else proc.returncode
         proc.send_signal(signal.SIGKILL)

@@ -24,13 +24,18 @@ __all__ = ["Vec0Table", "memlane_schema_insert", "plain_table_insert"]
 Insert = Callable[[], None]
 
 
-def _insert_into(conn: sqlite3.Connection, session_id: str, text: str) -> Insert:
+def _insert_into(conn: sqlite3.Connection, session_id: str, text: str, *, keyword_row: bool = False) -> Insert:
+    # With ``keyword_row`` the row names its language, so memlane's index trigger writes its
+    # FTS5 row (stemmed) in the same transaction; memlane's own add leaves that row to the
+    # keyword backlog (store migration 18), which this baseline does not get to skip.
+    columns, values = ("lang, ", "'en', ") if keyword_row else ("", "")
+
     def insert() -> None:
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
-            "INSERT INTO messages (session_id, role, content, created_at, metadata, token_count) "
-            "VALUES (?, 'user', ?, ?, '{}', 30)",
+            f"INSERT INTO messages ({columns}session_id, role, content, created_at, metadata, token_count) "
+            f"VALUES ({values}?, 'user', ?, ?, '{{}}', 30)",
             (session_id, text, now),
         )
         conn.execute(
@@ -44,14 +49,14 @@ def _insert_into(conn: sqlite3.Connection, session_id: str, text: str) -> Insert
 
 
 def memlane_schema_insert(path: Path, durability: str, text: str) -> tuple[Insert, Callable[[], None]]:
-    """(insert one message row with raw SQL into memlane's schema, close)."""
+    """(insert one message row and its FTS5 row with raw SQL into memlane's schema, close)."""
     store = SQLiteStore(path, durability=durability)
     store.write(
         lambda c: c.execute(
             "INSERT INTO sessions (id, created_at, updated_at, last_active_at) VALUES ('raw', 0, 0, 0)"
         )
     )
-    return _insert_into(store.connection, "raw", text), store.close
+    return _insert_into(store.connection, "raw", text, keyword_row=True), store.close
 
 
 def plain_table_insert(path: Path, durability: str, text: str) -> tuple[Insert, Callable[[], None]]:

@@ -460,29 +460,43 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
     def _insert_messages(
         self, conn: sqlite3.Connection, session_id: str, messages: Sequence[Message]
     ) -> list[Message]:
-        stored: list[Message] = []
-        for msg in messages:
-            cur = conn.execute(
-                f"INSERT INTO messages ({_MESSAGE_COLS}, lang) "
-                "VALUES (NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    session_id, msg.role, msg.content, msg.name,
-                    _dumps(msg.tool_calls) if msg.tool_calls else None,
-                    msg.tool_call_id, msg.author_id, msg.author_name, msg.turn_id,
-                    to_epoch(msg.created_at), _dumps(msg.metadata), msg.importance,
-                    int(msg.pinned), int(msg.hidden), msg.token_count, encode_item(msg.item),
-                    None,  # judged and indexed after the write (index_pending_keywords; migration 18)
-                ),
+        """Insert ``messages`` (in the caller's transaction) with one statement per table.
+
+        A bulk import is one executemany, so the ids are read back, not taken from each
+        insert: under BEGIN IMMEDIATE no other connection writes, and AUTOINCREMENT gives
+        the rows the ids after the table's high-water mark, in order (checked, not assumed).
+        """
+        rows = [
+            (
+                session_id, msg.role, msg.content, msg.name,
+                _dumps(msg.tool_calls) if msg.tool_calls else None,
+                msg.tool_call_id, msg.author_id, msg.author_name, msg.turn_id,
+                to_epoch(msg.created_at), _dumps(msg.metadata), msg.importance,
+                int(msg.pinned), int(msg.hidden), msg.token_count, encode_item(msg.item),
             )
-            new_id = cur.lastrowid
+            for msg in messages
+        ]
+        # lang NULL: judged and indexed after the write (index_pending_keywords; migration 18)
+        insert = f"INSERT INTO messages ({_MESSAGE_COLS}) VALUES (NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+        if len(rows) == 1:
+            new_id = conn.execute(insert, rows[0]).lastrowid
             assert new_id is not None
-            for call in msg.tool_calls or ():
-                conn.execute(
-                    "INSERT OR REPLACE INTO tool_call_ids VALUES (?, ?, ?)",
-                    (session_id, call["id"], new_id),
-                )
-            stored.append(msg.with_(id=new_id, session_id=session_id))
-        return stored
+            ids = [new_id]
+        else:
+            mark = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchall()
+            first = (int(mark[0][0]) if mark else 0) + 1
+            conn.executemany(insert, rows)
+            last = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+            if last != first + len(rows) - 1:  # AUTOINCREMENT gave other ids: never silently
+                raise StorageError(f"SQLite {self.path!r}: message ids {first}..{last} for {len(rows)} rows")
+            ids = list(range(first, last + 1))
+        calls = [
+            (session_id, call["id"], new_id)
+            for msg, new_id in zip(messages, ids, strict=True) for call in msg.tool_calls or ()
+        ]
+        if calls:
+            conn.executemany("INSERT OR REPLACE INTO tool_call_ids VALUES (?, ?, ?)", calls)
+        return [msg.stored_as(new_id, session_id) for msg, new_id in zip(messages, ids, strict=True)]
 
     @staticmethod
     def _insert_turn(
