@@ -29,7 +29,7 @@ CORE = frozenset({
     "memlane.items", "memlane.patterns", "memlane.seed_config", "memlane.bilingual", "memlane.validation",
     "memlane.scoping", "memlane.compounds", "memlane.stopwords", "memlane.user_cache", "memlane.processes",
 })
-ADAPTERS = ("memlane.store", "memlane.bus", "memlane.sealing", "memlane.search.embedders", "memlane.search.minilm_w8a8", "memlane.search.matrix")
+ADAPTERS = ("memlane.store", "memlane.bus", "memlane.sealing", "memlane.search.embedders", "memlane.search.minilm_w8a8", "memlane.search.matrix", "memlane.search.ivf")
 FEATURES = ("memlane.context", "memlane.state", "memlane.search", "memlane.notes", "memlane.rooms")
 FACADE = frozenset({
     "memlane", "memlane.memory", "memlane.client", "memlane.components", "memlane.parts",
