@@ -31,3 +31,15 @@ def test_bench_store_json_has_add_and_search_percentiles(pg_url: str, tmp_path: 
         # timed adds land on top of the filled log: 10 through Memory, 10 straight to the store
         assert side["stored_messages"] == 1000 + 2 * 10
         assert side["mean_hits"] > 0, f"{store} search found nothing"
+
+
+def test_bench_store_reports_the_hnsw_recall_with_an_embedder(pg_url: str, tmp_path: Path) -> None:
+    done = run_cli(
+        ["bench", "store", "--store", pg_url, "--messages", "1000", "--adds", "10", "--searches", "10",
+         "--embedder", "hashing", "--json"],
+        tmp_path, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert 0.5 <= result["postgres"]["hnsw_recall_at_10"] <= 1.0
+    assert "hnsw_recall_at_10" not in result["sqlite"]  # SQLite searches its vectors exactly here

@@ -12,7 +12,7 @@ from memlane import EmbedderMismatchError, Memory
 from memlane.models import Message, MessageFilter, Session
 from memlane.search.recall import vector_index_for
 from memlane.search.vectors import ModelInfo, VectorIndex, check_model
-from memlane.store.pg_vectors import PgVectorIndex
+from memlane.store.pg_vectors import PgVectorIndex, vector_literal
 from memlane.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -84,6 +84,27 @@ def test_search_matches_brute_force_with_and_without_filters(fresh_pg_store: Pos
         assert all(abs(s - by_id[i][1]) < 1e-5 for i, s in got)
     sim = index.similarities(q, [msgs[0].id or 0, 10**9])
     assert list(sim) == [msgs[0].id] and abs(sim[msgs[0].id or 0] - by_id[msgs[0].id][1]) < 1e-5
+
+
+def test_exact_search_compares_every_vector_and_measures_the_graph(fresh_pg_store: PostgresStore) -> None:
+    """``exact=True`` is brute force (no graph); graph_recall is the share of it the HNSW
+    graph returns, which ``memlane bench store`` reports."""
+    msgs = _fill(fresh_pg_store, sessions=8, per=50)
+    index = _index(fresh_pg_store)
+    check_model(index, ModelInfo("test", 16))
+    rng = np.random.default_rng(7)
+    vecs = _unit(rng, len(msgs), 16)
+    index.upsert([m.id or 0 for m in msgs], vecs)
+    ids = np.array([m.id or 0 for m in msgs])
+    queries = list(_unit(rng, 20, 16))
+    for q in queries:
+        assert [i for i, _ in index.search(q, 10, exact=True)] == [int(i) for i in ids[np.argsort(-(vecs @ q))[:10]]]
+    plan = "\n".join(r[0] for r in fresh_pg_store.read(
+        "EXPLAIN SELECT message_id FROM message_vectors ORDER BY embedding <=> %s::vector LIMIT 10",
+        (vector_literal(queries[0]),)))
+    assert "message_vectors_hnsw" in plan  # the graph is what search() walks
+    assert 0.8 <= index.graph_recall(queries, 10) <= 1.0
+    assert index.graph_recall([], 10) == 1.0
 
 
 def test_filtered_search_returns_k_rows_through_the_hnsw_graph(fresh_pg_store: PostgresStore) -> None:

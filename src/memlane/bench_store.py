@@ -8,7 +8,9 @@ so term frequencies look like real chat rather than one sentence repeated), then
   attached component's per-turn work), and a bare ``Store.append`` of one message, timed
   one by one, alternating between the two stores so both see the same machine noise;
 * search: ``Memory.search`` over all sessions (top 10) with queries made of words of a
-  random stored message, alternating the same way.
+  random stored message, alternating the same way;
+* with an embedder, the HNSW graph's recall@10 against exact search on PostgreSQL
+  (``hnsw_recall_at_10``; SQLite's vectors are searched exactly at this size).
 
 Durability is the default of each (SQLite ``synchronous=FULL``; PostgreSQL
 ``synchronous_commit=on``, fsync on), so an acknowledged add is on disk in both.
@@ -73,6 +75,18 @@ def _summary(samples_s: list[float]) -> dict[str, float]:
         return round(ms[min(len(ms) - 1, max(0, round(q * (len(ms) - 1))))], 3)
 
     return {"p50_ms": pct(0.50), "p95_ms": pct(0.95), "mean_ms": round(statistics.fmean(ms), 3)}
+
+
+def _hnsw_recall(mem: Memory, texts: list[str], corpus: _Corpus, queries: int = 50) -> float | None:
+    """Share of the exact top 10 (every vector compared) that PostgreSQL's HNSW graph
+    returns, over ``queries`` queries made like the timed ones; None without vectors."""
+    engine = mem.parts.recall
+    index = engine.index if engine is not None else None
+    graph_recall = getattr(index, "graph_recall", None)  # the pgvector index has a graph
+    if engine is None or engine.embedder is None or not callable(graph_recall):
+        return None
+    vectors = [engine.embed_query(corpus.query(corpus.rng.choice(texts))) for _ in range(queries)]
+    return round(float(graph_recall(vectors, 10)), 4)
 
 
 def run_store_bench(
@@ -163,6 +177,8 @@ def run_store_bench(
                     "stored_messages": stats["messages"],
                     "bytes": stats["bytes"],
                 }
+            if embedder != "none":
+                result["postgres"]["hnsw_recall_at_10"] = _hnsw_recall(mems["postgres"], texts, corpus)
             version = pg_store.read("SHOW server_version")[0][0]  # type: ignore[attr-defined]
             result["postgres_version"] = str(version)
             return result

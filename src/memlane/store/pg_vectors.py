@@ -222,9 +222,22 @@ class PgVectorIndex:
         )
         return {int(r[0]): float(r[1]) for r in rows}
 
+    def graph_recall(self, queries: Sequence[Vectors], k: int = 10) -> float:
+        """Share of the exact top ``k`` of each query that the HNSW graph returns (1.0: the
+        graph misses nothing); ``memlane bench store`` reports it."""
+        found = wanted = 0
+        for query in queries:
+            exact = [mid for mid, _ in self.search(query, k, exact=True)]
+            found += len({mid for mid, _ in self.search(query, k)}.intersection(exact))
+            wanted += len(exact)
+        return found / wanted if wanted else 1.0
+
     def search(
-        self, query: Vectors, k: int, flt: MessageFilter | None = None
+        self, query: Vectors, k: int, flt: MessageFilter | None = None, *, exact: bool = False
     ) -> list[tuple[int, float]]:
+        """The ``k`` nearest messages passing ``flt``; ``exact`` compares every vector instead
+        of walking the HNSW graph (what ``memlane bench store`` measures the graph's recall
+        against)."""
         if k < 1:
             raise InvalidInputError("k must be at least 1")
         prepared = self._query(query)
@@ -244,7 +257,15 @@ class PgVectorIndex:
             ) best ORDER BY distance, message_id
             """
         args = (literal, *params, int(k))
-        if k <= EF_SEARCH:
+        if exact:
+
+            def scan(conn: Conn) -> list[Any]:
+                # SET LOCAL lasts until the end of this transaction only
+                conn.execute("SET LOCAL enable_indexscan = off")
+                return conn.execute(query_sql, args).fetchall()
+
+            rows = self._store.write(scan)
+        elif k <= EF_SEARCH:
             # the session already has ef_search = EF_SEARCH and iterative scans (PostgresStore)
             rows = self._store.read(query_sql, args)
         else:
