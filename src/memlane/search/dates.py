@@ -16,12 +16,13 @@ left to :mod:`memlane.search.when`; they say nothing about which stored dates ar
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from memlane.patterns import lazy_compile
 
-__all__ = ["DateSpan", "date_match", "query_dates"]
+__all__ = ["DateSpan", "date_match", "date_matcher", "query_dates"]
 
 _MONTHS: dict[str, int] = {
     "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
@@ -137,17 +138,41 @@ _LOOSE_AFTER = timedelta(days=45)
 _LOOSE_BEFORE = timedelta(days=14)
 
 
-def date_match(spans: list[DateSpan], when: datetime) -> float:
-    """1.0 when ``when`` falls in (or just after) a span, 0.5 near it, else 0."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    best = 0.0
-    for s in spans:
-        # without a year: the span in this year, or the last one (December, told in January)
-        for year in ((s.year,) if s.year is not None else (when.year, when.year - 1)):
-            start, end = s.bounds(year or when.year)
-            if start - _TOLD_BEFORE <= when < end + _TOLD_AFTER:
+def date_matcher(spans: list[DateSpan]) -> Callable[[datetime], float]:
+    """A function giving 1.0 for a time in (or just after) a span, 0.5 near one, else 0.
+
+    Built once per query: the windows of each year asked about are worked out once, so
+    scoring a few hundred candidates compares numbers only."""
+    by_year: dict[int, list[tuple[float, float, float, float]]] = {}
+
+    def windows(year: int) -> list[tuple[float, float, float, float]]:
+        found = by_year.get(year)
+        if found is None:
+            found = []
+            for s in spans:
+                # without a year: the span in this year, or the last one (December, told in January)
+                for y in ((s.year,) if s.year is not None else (year, year - 1)):
+                    start, end = s.bounds(y or year)
+                    found.append(((start - _TOLD_BEFORE).timestamp(), (end + _TOLD_AFTER).timestamp(),
+                                  (start - _LOOSE_BEFORE).timestamp(), (end + _LOOSE_AFTER).timestamp()))
+            by_year[year] = found
+        return found
+
+    def match(when: datetime) -> float:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        t = when.timestamp()
+        best = 0.0
+        for tight_from, tight_to, loose_from, loose_to in windows(when.year):
+            if tight_from <= t < tight_to:
                 return 1.0
-            if start - _LOOSE_BEFORE <= when < end + _LOOSE_AFTER:
+            if loose_from <= t < loose_to:
                 best = 0.5
-    return best
+        return best
+
+    return match
+
+
+def date_match(spans: list[DateSpan], when: datetime) -> float:
+    """:func:`date_matcher` for one time."""
+    return date_matcher(spans)(when)
