@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from memlane import Memory
+from memlane.models import Message, Session
 from memlane.search.documents import document_text
 from memlane.search.embedders import Embedder, HashingEmbedder, Vectors
 from memlane.search.indexer import DEFAULT_BATCH, Indexer
@@ -103,18 +104,24 @@ def test_backlog_is_embedded_in_chunks_of_the_batch_size(
     _assert_vectors_match_documents(store, index, ids)
 
 
+def _gated_indexer(
+    store: SQLiteStore, index: SQLiteVectorIndex, ids: list[int]
+) -> tuple[GatedEmbedder, Session, list[Message], Indexer]:
+    """A gated embedder, session s1, its messages and an indexer taking 100 at a time."""
+    embedder = GatedEmbedder()
+    check_model(index, model_info(embedder))
+    session = store.get_session("s1")
+    assert session is not None
+    return embedder, session, store.get_messages(ids), Indexer(store, index, embedder, batch_size=100)
+
+
 def test_messages_queued_while_busy_go_to_the_model_together(
     db: tuple[SQLiteStore, SQLiteVectorIndex, list[int]],
 ) -> None:
     # Writes outpacing the model pile up; the worker must then take the whole pile (up to
     # its batch size) in one call, so the embedder can sort it by length and pad little.
     store, index, ids = db
-    embedder = GatedEmbedder()
-    check_model(index, model_info(embedder))
-    session = store.get_session("s1")
-    assert session is not None
-    messages = store.get_messages(ids)
-    indexer = Indexer(store, index, embedder, batch_size=100)
+    embedder, session, messages, indexer = _gated_indexer(store, index, ids)
     try:
         embedder.gate.set()  # the start-up backlog scan embeds everything once ...
         assert indexer.flush()
@@ -199,3 +206,24 @@ def test_a_process_killed_mid_batch_loses_nothing(tmp_path: Path) -> None:
         _assert_vectors_match_documents(store, index, ids)
     finally:
         store.close()
+
+
+def test_messages_written_during_a_backlog_scan_are_embedded_once(
+    db: tuple[SQLiteStore, SQLiteVectorIndex, list[int]],
+) -> None:
+    # The scan finds every message without a vector; those written while it runs are also
+    # queued by observe(). Each must reach the model once, not once per route.
+    store, index, ids = db
+    embedder, session, messages, indexer = _gated_indexer(store, index, ids)
+    try:
+        indexer.start()
+        assert embedder.started.wait(30)  # the start-up scan is inside the model with its first chunk
+        for start in range(0, len(messages), 2):  # meanwhile the writer's messages are queued
+            indexer.observe(session, messages[start : start + 2])
+        embedder.gate.set()
+        assert indexer.flush()
+    finally:
+        indexer.close()
+    assert sum(embedder.calls) == len(ids), embedder.calls
+    assert index.count() == len(ids)
+    _assert_vectors_match_documents(store, index, ids)

@@ -56,6 +56,7 @@ class Indexer:
         self.batch_size = batch_size
         self.retry_seconds = retry_seconds
         self._queue: deque[Message] = deque()
+        self._queued: set[int] = set()  # ids in _queue, so a backlog scan can drop them
         self._cond = threading.Condition()
         self._busy = False
         self._backlog_due: float | None = 0.0  # monotonic time of the next scan; None = none due
@@ -94,6 +95,7 @@ class Indexer:
                     self._backlog_due = 0.0
             else:
                 self._queue.extend(wanted)
+                self._queued.update(m.id for m in wanted if m.id is not None)
             self._cond.notify_all()
 
     def forget(self, session_id: str, message_ids: Sequence[int] | None) -> None:
@@ -105,6 +107,7 @@ class Indexer:
                 for m in self._queue
                 if not (m.session_id == session_id and (ids is None or m.id in ids))
             )
+            self._queued = {m.id for m in self._queue if m.id is not None}
 
     def pending(self) -> int:
         with self._cond:
@@ -161,6 +164,7 @@ class Indexer:
                 if self._queue:
                     take = min(self.batch_size, len(self._queue))
                     batch = [self._queue.popleft() for _ in range(take)]
+                    self._queued.difference_update(m.id for m in batch)
                     self._busy = True
                     return batch, False
                 due = self._backlog_due
@@ -204,6 +208,21 @@ class Indexer:
         vectors = self.embedder.embed(texts)
         self.embedded += self.index.upsert([m.id for m in batch if m.id is not None], vectors)
 
+    def _unqueue(self, ids: Sequence[int]) -> None:
+        """Drop queued messages the backlog scan has just embedded.
+
+        A scan finds every message without a vector, including those written while it runs
+        and queued by observe(): without this each of them was embedded twice (once by the
+        scan, once from the queue), which halved ingest whenever writes and a scan overlap -
+        at start-up, after flush(), after a failure. Dropped only once their vectors are
+        stored, so a failed batch still has them in the queue or the next scan.
+        """
+        with self._cond:
+            done = self._queued.intersection(ids)
+            if done:
+                self._queue = deque(m for m in self._queue if m.id not in done)
+                self._queued -= done
+
     def _scan_backlog(self, progress: Callable[[int], None] | None = None) -> int:
         done = 0
         after = 0
@@ -217,6 +236,7 @@ class Indexer:
             batch = self.store.get_messages(ids)
             if batch:
                 self._embed(batch)
+                self._unqueue(ids)
                 done += len(batch)
                 if progress is not None:
                     progress(len(batch))
