@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from memlane import bilingual
-from memlane.bilingual import _build_table, _Table, translations
+from memlane.bilingual import _rows, translations
+from memlane.sorted_table import SortedTable
 
 
 @pytest.fixture
@@ -22,22 +23,21 @@ def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 def test_bisection_finds_every_key_and_nothing_else() -> None:
     keys = ["a", "kaffee", "kaffeebohne", "kaffeel", "müde", "zz"]  # prefixes of each other, non-ASCII
-    lines = sorted(f"w\tde\t{k}\tt-{k}\tu-{k}\n".encode() for k in keys)
-    table = _Table(b"".join(lines))
+    table = SortedTable.build((k, f"t-{k}\tu-{k}") for k in reversed(keys))
     for k in keys:
-        assert table.get("w", "de", k) == (f"t-{k}", f"u-{k}")
+        assert table.get(k) == f"t-{k}\tu-{k}"
     for missing in ["", "0", "kaff", "kaffeeb", "kaffeebohnen", "m", "zzz", "\uffff"]:
-        assert table.get("w", "de", missing) == ()
-    assert table.get("s", "de", "kaffee") == () and table.get("w", "en", "kaffee") == ()
-    assert _Table(b"").get("w", "de", "kaffee") == ()
+        assert table.get(missing) is None
+    assert SortedTable(b"").get("kaffee") is None
 
 
-def test_the_table_keeps_the_best_translations_of_each_word_and_stem() -> None:
+def test_the_lexicon_keeps_the_best_translations_of_each_word_and_stem() -> None:
     text = "# header\nhund\tdog\t0.9\thund\tdog\nhund\thound\t0.7\thund\thound\nhund\tpuppy\t0.8\thund\tpuppi\n"
-    table = _Table(_build_table(text))
-    assert table.get("w", "de", "hund") == ("dog", "puppy")  # two per word, best first
-    assert table.get("w", "en", "hound") == ("hund",)
-    assert table.get("s", "en", "puppi") == ("hund",)
+    table = SortedTable.build(_rows(text))
+    assert table.get("w\tde\thund") == "dog\tpuppy"  # two per word, best first
+    assert table.get("w\ten\thound") == "hund"
+    assert table.get("s\ten\tpuppi") == "hund"
+    assert table.get("s\tde\tpuppi") is None
 
 
 def test_the_table_is_built_once_and_read_by_later_processes(
@@ -50,10 +50,10 @@ def test_the_table_is_built_once_and_read_by_later_processes(
     [kept] = cache_home.glob("lexicon-de-en-*.tsv")  # the older table is gone
     bilingual.lexicon.cache_clear()  # as a fresh process would start
 
-    def no_build(text: str) -> bytes:
+    def no_build(text: str) -> list[tuple[str, str]]:
         raise AssertionError("the kept table should have been read, not built again")
 
-    monkeypatch.setattr(bilingual, "_build_table", no_build)
+    monkeypatch.setattr(bilingual, "_rows", no_build)
     assert "sister" in translations("Schwester", "de")
     assert "eltern" in translations("parents", "en")
     assert kept.is_file()
