@@ -3,6 +3,7 @@ cache directory (a fresh process reads it instead of building dictionaries of th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,8 +47,12 @@ def test_the_table_is_built_once_and_read_by_later_processes(
     stale = cache_home / "lexicon-de-en-from-an-older-lexicon.tsv"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"w\tde\tschwester\tbrother\n")
+    os.utime(stale, (0, 0))  # unused for decades: another version's copy
+    in_use = cache_home / "lexicon-de-en-of-another-installation.tsv"
+    in_use.write_bytes(b"w\tde\tschwester\tsister\n")  # used just now
     assert translations("Schwester", "de")[0] == "sister"
-    [kept] = cache_home.glob("lexicon-de-en-*.tsv")  # the older table is gone
+    assert not stale.exists() and in_use.exists()  # the unused table is gone, the one in use stays
+    [kept] = [p for p in cache_home.glob("lexicon-de-en-*.tsv") if p != in_use]
     bilingual.lexicon.cache_clear()  # as a fresh process would start
 
     def no_build(text: str) -> list[tuple[str, str]]:

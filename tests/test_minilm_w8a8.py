@@ -208,6 +208,7 @@ def test_the_rewritten_model_is_kept_for_the_next_process(tmp_path: Path) -> Non
     stale = cache_home / "memlane" / "minilm-w8a8-from-an-older-memlane.onnx"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"an older rewrite")
+    os.utime(stale, (0, 0))  # unused for decades: another version's copy
     first, rewrote = _load_in_fresh_process(tmp_path, cache_home)
     assert rewrote  # the first process rewrites the graph (which needs the onnx package) ...
     [cached] = (cache_home / "memlane").glob("minilm-w8a8-*.onnx")  # ... and drops older copies

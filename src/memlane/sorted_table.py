@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 
-from memlane.user_cache import keep, prune, user_cache_dir
+from memlane.user_cache import keep, prune, touch, user_cache_dir
 
 __all__ = ["SortedTable", "cached_table"]
 
@@ -60,9 +60,12 @@ def cached_table(name: str, source: bytes, salt: str, rows: Callable[[], Iterabl
     digest.update(salt.encode())
     path = user_cache_dir() / f"{name}-{digest.hexdigest()[:24]}.tsv"
     try:
-        return SortedTable(path.read_bytes())
+        table = SortedTable(path.read_bytes())
     except OSError:
         pass
+    else:
+        touch(path)
+        return table
     table = SortedTable.build(rows())
     if keep(path, table.data):
         prune(path, f"{name}-*.tsv")

@@ -37,10 +37,25 @@ def keep(path: Path, data: bytes) -> bool:
     return True
 
 
+#: A cached copy nobody opened for this long belongs to a version no longer in use.
+UNUSED_DAYS = 30
+
+
+def touch(path: Path) -> None:
+    """Mark a cached file as in use (its mtime), so :func:`prune` keeps it."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
 def prune(kept: Path, pattern: str) -> None:
-    """Remove the files beside ``kept`` that match ``pattern`` (older versions of it: each
-    upgrade of memlane or of a model would otherwise leave its copy behind)."""
+    """Remove the files beside ``kept`` that match ``pattern`` and were not used for
+    :data:`UNUSED_DAYS` days: copies made by older versions of memlane or of a model. One in
+    use by another installation sharing this home directory stays (each use touches it), so
+    two versions side by side do not delete each other's copies at every start."""
+    import time
+
+    cutoff = time.time() - UNUSED_DAYS * 86400
     for other in kept.parent.glob(pattern):
-        if other != kept:
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):
+            if other != kept and other.stat().st_mtime < cutoff:
                 other.unlink()

@@ -255,7 +255,7 @@ def _w8a8_session(ort: Any, model_path: Path, tokenizer: Any) -> Any:
     without a writable cache every process makes it in memory.
     """
     from memlane.search.minilm_w8a8 import w8a8_cache_name, w8a8_model
-    from memlane.user_cache import prune, user_cache_dir
+    from memlane.user_cache import prune, touch, user_cache_dir
 
     cache = user_cache_dir()
     try:
@@ -264,9 +264,12 @@ def _w8a8_session(ort: Any, model_path: Path, tokenizer: Any) -> Any:
         raise EmbedderError(f"cannot read ONNX model {model_path}: {exc}") from exc
     if kept.is_file():
         try:
-            return _session(ort, _options(ort, "none"), str(kept), model_path)
+            session = _session(ort, _options(ort, "none"), str(kept), model_path)
         except EmbedderError:
             log.warning("memlane: the cached int8 MiniLM %s did not load; making it again", kept)
+        else:
+            touch(kept)
+            return session
     rewritten = w8a8_model(model_path, tokenizer)
     try:
         cache.mkdir(parents=True, exist_ok=True)
