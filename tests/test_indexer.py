@@ -144,7 +144,7 @@ def test_messages_queued_while_busy_go_to_the_model_together(
 
 
 _DIES_MID_BATCH = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from memlane.search.embedders import HashingEmbedder
 from memlane.search.indexer import Indexer
@@ -157,7 +157,9 @@ class StallsOnSecondBatch(HashingEmbedder):
     def embed(self, texts):
         StallsOnSecondBatch.calls += 1
         if StallsOnSecondBatch.calls == 2:  # the first batch's vectors are stored by now
-            Path(sys.argv[2]).write_text(str(len(texts)))
+            # whole or absent: the test reads it the moment it appears
+            Path(sys.argv[2] + '.tmp').write_text(str(len(texts)))
+            os.replace(sys.argv[2] + '.tmp', sys.argv[2])
             time.sleep(600)  # killed here, in the middle of the second batch
         return super().embed(texts)
 
