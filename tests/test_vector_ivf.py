@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -138,16 +137,26 @@ def test_no_bytes_of_a_forgotten_vector_stay_in_the_lists_or_centroids(tmp_path:
 
 
 _BUILD = """
-import sys
+import sys, time
 import numpy as np
 from memlane.models import MessageFilter
 from memlane.search import ivf
 from memlane.search.vectors import SQLiteVectorIndex
 from memlane.store import SQLiteStore
+from memlane.store.vector_files import VectorFiles
 
+def stop_here(*args, **kwargs):
+    # The parent kills this process once it has said where it is: a kill at a known point of
+    # the build, not after a guessed delay (a quiet machine finishes a build in 0.2 s).
+    print("at " + sys.argv[3], flush=True)
+    time.sleep(600)
+
+if sys.argv[3] == "lists":
+    ivf.build = stop_here          # rows written, inverted lists not yet
+else:
+    VectorFiles.publish = stop_here  # every file written, the generation not yet published
 ivf.ANN_ABOVE = 1_000
 store = SQLiteStore(sys.argv[1])
-print("opened", flush=True)
 SQLiteVectorIndex(store).search(np.ones(int(sys.argv[2]), dtype=np.float32) / int(sys.argv[2]) ** 0.5, 5,
                                 MessageFilter())
 print("built", flush=True)
@@ -162,18 +171,16 @@ def test_a_build_killed_half_way_leaves_a_searchable_index(tmp_path: Path, small
     finally:
         store.close()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    killed = 0
-    for delay in (0.2, 0.6, 1.2):
-        proc = subprocess.Popen([sys.executable, "-c", _BUILD, str(db), str(DIM)], stdout=subprocess.PIPE,
+    for stage in ("lists", "publish"):
+        proc = subprocess.Popen([sys.executable, "-c", _BUILD, str(db), str(DIM), stage], stdout=subprocess.PIPE,
                                 text=True, env=env)
         assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "opened"
-        time.sleep(delay)
-        if proc.poll() is None:
+        try:
+            assert proc.stdout.readline().strip() == f"at {stage}"  # the build is part way
+        finally:
             proc.send_signal(signal.SIGKILL)
-            killed += 1
-        proc.wait(timeout=60)
-    assert killed  # at least one build died part way
+            proc.wait(timeout=60)
+        assert proc.returncode == -signal.SIGKILL
     store = SQLiteStore(db)
     try:
         index = SQLiteVectorIndex(store)
