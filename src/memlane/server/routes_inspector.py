@@ -51,7 +51,8 @@ def message_languages(
     v: View,
     user_id: Annotated[str | None, Query(max_length=200, description="Only this person's sessions.")] = None,
 ) -> dict[str, Any]:
-    """Which languages the caller's messages are in (as judged when each was written):
+    """Which languages the caller's messages are in (as judged when each was keyword-indexed,
+    which a read does first for a backlog of new messages):
     messages and sessions per language, and each session's languages (the language facets)."""
     return languages(v, user_id=user_id)
 
