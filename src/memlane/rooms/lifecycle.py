@@ -29,11 +29,10 @@ from memlane.models import SessionFilter, utcnow
 from memlane.store.events import EventRetention
 
 if TYPE_CHECKING:
-    from memlane.notes.service import NotesService
     from memlane.rooms.anchor import RoomMemory
     from memlane.store import Store
 
-__all__ = ["MaintainReport", "MaintenanceTimer", "archive_session", "maintain", "unarchive_session"]
+__all__ = ["MaintainReport", "MaintenanceTimer", "maintain"]
 
 log = logging.getLogger(__name__)
 
@@ -58,27 +57,6 @@ class MaintainReport:
             "trimmed_messages": dict(self.trimmed_messages),
             "pruned_events": self.pruned_events,
         }
-
-
-def _service(mem: RoomMemory) -> NotesService:
-    from memlane.notes.service import NotesService
-
-    service = mem.parts.notes
-    if not isinstance(service, NotesService):
-        raise InvalidInputError(
-            "this store keeps no notes or archive tier (the notes component is not attached)"
-        )
-    return service
-
-
-def archive_session(mem: RoomMemory, session_id: str, reason: str | None = None) -> bool:
-    """Move a conversation to the archive tier; False if it was archived already."""
-    return _service(mem).store.archive_session(session_id, reason)
-
-
-def unarchive_session(mem: RoomMemory, session_id: str) -> bool:
-    """Bring an archived conversation back; False if it was not archived."""
-    return _service(mem).store.unarchive_session(session_id)
 
 
 def _all_sessions(store: Store, flt: SessionFilter) -> list[Any]:
