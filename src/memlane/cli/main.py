@@ -84,7 +84,7 @@ def _eval_references(
     file: Path | None = typer.Argument(
         None, help="JSONL of labelled cases (default: memlane's EN/DE dev set)."
     ),
-    split: str = typer.Option("all", "--split", help="dev (tuned on), held (not tuned on) or all."),
+    split: str = typer.Option("all", "--split", help="dev (tuned on), held or held2 (not tuned on), or all."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     misses: bool = typer.Option(False, "--misses", help="List the cases it got wrong."),
 ) -> None:
