@@ -7,6 +7,7 @@ text, and the numbered clarification when a reference is ambiguous.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -442,3 +443,58 @@ def test_ok_to_a_list_of_commands_asks_which_and_an_offer_names_its_command() ->
     assert not info.needs_clarification
     offer = _turn("Is my disk encrypted?", "No. I can encrypt it with `sudo ecryptfs-migrate-home -u max`. Shall I run it?")
     assert "ecryptfs-migrate-home" in resolve("yes please", offer).resolved_query
+
+
+@pytest.mark.parametrize("query", [
+    "It's getting dark already, I'll continue tomorrow.", "It'll be pitch-dark soon.",
+    "It has been such a long week.", "Es wird schon dunkel, ich mache morgen weiter.",
+    "Es ist eiskalt in meinem Büro.", "Ist es draußen noch hell?", "Bald wird es Nacht.",
+])
+def test_light_temperature_and_the_hour_are_states_not_references(query: str) -> None:
+    res = resolve(query, _turn("Ich richte mein Backup-Skript ein.", "Teste auch die Wiederherstellung."))
+    assert res.resolved_query == query and not res.needs_clarification
+
+
+def test_es_with_a_predicate_that_is_no_state_still_refers_back() -> None:
+    turns = _turn("Ich suche ein Backup-Programm.", "Nimm Borg: das Programm dedupliziert die Sicherungen.")
+    assert "Borg" in resolve("Ist es schnell?", turns).resolved_query
+
+
+def _two_topics(first_q: str, first_a: str, then_q: str, then_a: str) -> list[Message]:
+    return [*_turn(first_q, first_a), *[replace(m, id=(m.id or 0) + 2) for m in _turn(then_q, then_a)]]
+
+
+@pytest.mark.parametrize("query", [
+    "What did you say about cron?", "what was that again about cron?", "Was hast du zu cron gesagt?",
+    "About cron: which line was it?", "Zum Cron-Job: welche Zeile war das?",
+])
+def test_a_topic_binds_to_the_turn_about_it_not_the_last_answer(query: str) -> None:
+    history = _two_topics("How do I run a job every night?", "Add `0 2 * * * backup.sh` with `crontab -e`.",
+                          "How do I read service logs?", "Use `journalctl -u web -f`.")
+    res = resolve(query, history)
+    note = res.resolved_query[len(query):]
+    assert "crontab" in note and "journalctl" not in note
+
+
+def test_a_fronted_topic_no_turn_is_about_adds_nothing() -> None:
+    history = _turn("How do I read service logs?", "Use `journalctl -u web -f`.")
+    query = "About Python: which version should I install?"
+    assert resolve(query, history).resolved_query == query
+
+
+def test_what_the_assistant_meant_points_back_like_what_it_said() -> None:
+    history = _two_topics("Mein Laptop wird zu heiß.", "Reinige die Lüfter und prüfe die Werte mit `sensors`.",
+                          "Und das WLAN?", "Nutze das 5-GHz-Band.")
+    res = resolve("Was meintest du mit den Lüftern?", history)
+    assert "sensors" in res.resolved_query
+
+
+def test_a_german_pronoun_prefers_the_object_to_a_noun_in_a_prepositional_phrase() -> None:
+    history = _turn("Womit werte ich Messdaten aus?", "Ich empfehle die Bibliothek Pandas für die Auswertung.")
+    assert "'sie' refers to Bibliothek Pandas" in resolve("Wie installiere ich sie?", history).resolved_query
+
+
+def test_a_turn_without_a_command_is_named_with_its_answer() -> None:
+    history = _turn("Which containers are unhealthy?", "Two are unhealthy: `web-frontend` and `queue-worker`.")
+    res = resolve("Why are they failing?", history)
+    assert "web-frontend" in res.resolved_query and "queue-worker" in res.resolved_query

@@ -139,23 +139,39 @@ def find_person(history: Sequence[Message], gender: str) -> Antecedent | None:
     return None
 
 
-def noun_genders(text: str) -> list[tuple[str, str]]:
-    """German noun phrases of ``text`` with the genders their articles allow ("f", "mn", ...)."""
-    out: list[tuple[str, str]] = []
+_OTHER_PREPS = frozenset("für durch gegen ohne um wegen während trotz statt".split())
+
+
+def _noun_phrases(text: str) -> list[tuple[str, str, bool]]:
+    """German noun phrases of ``text``: (phrase, genders its article allows, inside a
+    prepositional phrase)."""
+    out: list[tuple[str, str, bool]] = []
     for m in _GERMAN_NP.finditer(text):
         article = m.group(1).lower()
         gender = _ARTICLE_GENDER[article]
         before = text[: m.start()].split()
-        if article in ("der", "einer", "dieser") and before and before[-1].lower() in _DATIVE_PREPS:
+        prev = before[-1].lower() if before else ""
+        if article in ("der", "einer", "dieser") and prev in _DATIVE_PREPS:
             gender = "f"  # "mit der Zeile": dative feminine, not a masculine subject
-        out.append((m.group(2), gender))
+        out.append((m.group(2), gender, prev in _DATIVE_PREPS or prev in _OTHER_PREPS))
     return out
 
 
+def noun_genders(text: str) -> list[tuple[str, str]]:
+    """German noun phrases of ``text`` with the genders their articles allow ("f", "mn", ...)."""
+    return [(np, g) for np, g, _ in _noun_phrases(text)]
+
+
 def gender_of(text: str, pronoun: str) -> str | None:
-    """The last noun phrase of ``text`` that agrees with the German ``pronoun``; None if none does."""
+    """The noun phrase of ``text`` the German ``pronoun`` most likely stands for: the last one
+    that agrees with it, a subject or object before one inside a prepositional phrase
+    ("Ich empfehle die Bibliothek Pandas für die Auswertung": "sie" is the library - an
+    oblique noun is the least salient antecedent). None if none agrees."""
     want = PRONOUN_GENDER.get(pronoun.lower())
     if want is None:
         return None
-    agreeing = [np for np, g in noun_genders(text) if set(want) & set(g)]
-    return agreeing[-1] if agreeing else None
+    agreeing = [(np, oblique) for np, g, oblique in _noun_phrases(text) if set(want) & set(g)]
+    core = [np for np, oblique in agreeing if not oblique]
+    if core:
+        return core[-1]
+    return agreeing[-1][0] if agreeing else None

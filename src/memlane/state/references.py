@@ -79,6 +79,7 @@ class Candidate:
     sentence: str = ""  # the sentence it appears in
     suggested: bool = False  # that sentence suggests or offers something
     in_list: bool = False  # one item of a numbered or bulleted list
+    answer: str = ""  # for a whole turn ("message"): what the assistant answered in it
 
     def label(self, language: str) -> str:
         """How the candidate reads as a numbered option."""
@@ -98,6 +99,8 @@ class Candidate:
             return f"the command `{self.target}`"
         if self.kind == "action":
             return f"the action `{self.target}`"
+        if self.answer:  # a turn is its request and its answer: "they" after "which are down?"
+            return f"{self.target} (answer: {_snip(self.answer, 160)})"
         return self.target
 
     @property
@@ -202,6 +205,12 @@ _CONTINUE = lazy_compile(
     r"weitermachen|fahre?\s+fort)\b|^\W*weiter\W*$",
     _I,
 )
+# A first-person subject right before "continue" makes it a statement about the user.
+_FIRST_PERSON_BEFORE = lazy_compile(
+    r"\b(?:i|we|ich|wir)(?:'ll|'d|\s+will|\s+shall|\s+can|\s+could|\s+might|\s+would|"
+    r"\s+want\s+to|\s+werde|\s+werden|\s+will|\s+wollen|\s+kann|\s+können)?\s*$",
+    _I,
+)
 _NEGATION_START = lazy_compile(
     r"^\W*(?:no|nope|nah|nein|nee)(?=\W|$)(?!\W+(?:problem|worries|idea|way|need|thanks|"
     r"danke|sorgen)\b)",
@@ -249,6 +258,10 @@ _SAID = lazy_compile(
     r"was\s+du\b(?:\s+[\w-]+){1,4}?\s+(?:gesagt|vorgeschlagen|geschrieben|erwähnt)(?:\s+hast)?|"
     r"what\s+you\s+(?:just\s+)?(?:said|suggested|mentioned|wrote|proposed|recommended)|"
     r"(?:as|like)\s+you\s+(?:said|suggested)|you\s+(?:just\s+)?(?:said|mentioned)|"
+    # what the assistant meant points back as what it said: "what did you mean by X",
+    # "was meintest du mit X", "was hast du mit X gemeint"
+    r"what\s+did\s+you\s+mean|what\s+you\s+meant|was\s+(?:meintest|meinten)\s+(?:du|sie|ihr)|"
+    r"was\s+(?:hast|hattest|haben|hatten)\s+(?:du|sie|ihr)\b(?:\s+[\w-]+){0,4}?\s+gemeint|"
     r"was\s+(?:du|sie)\s+(?:gerade\s+|eben\s+)?(?:gesagt|vorgeschlagen|geschrieben|erwähnt)"
     r"(?:\s+(?:hast|haben))?|wie\s+(?:du|sie)\s+(?:gesagt|vorgeschlagen))\b",
     _I,
@@ -330,8 +343,23 @@ _EXPLETIVE_EN = lazy_compile(
     # weather and clock time have no referent: "is it raining", "what time is it"
     r"\bit\b[^.?!,;]{0,24}?\b(?:rain|snow|hail|drizzl|thunder|freez)\w*|\btime\s+is\s+it\b|"
     # a placeholder for a clause that follows: "it is important to back up"
-    r"\bit(?:'s|\s+is|\s+was)\s+\w+\s+(?:to|that)\b",
+    r"\bit(?:'s|\s+is|\s+was)\s+\w+\s+(?:to|that)\b|"
+    # light, temperature and the hour as a state "it" is in or gets into: "it's getting dark",
+    # "it'll be pitch-dark soon", "it was already too late"
+    r"\bit(?:'s|'ll\s+be|\s+is|\s+was|\s+will\s+be|\s+gets|\s+got|\s+becomes|\s+became|"
+    r"(?:'s|\s+has|\s+had)\s+been)\s+(?:(?:getting|becoming|going\s+to\s+be|already|still|so|"
+    r"very|too|really|quite|pretty|rather|almost|nearly|way|\w+ly)\s+)*"
+    r"(?:[\w-]+-)?(?:dark|light|bright|cold|hot|warm|cool|chilly|freezing|humid|sunny|cloudy|"
+    r"windy|foggy|stormy|late|early|noon|midnight)\b|"
+    # a stretch of time as the subject's state: "it's been a long day", "it has been ages"
+    r"\bit(?:'s|\s+has|\s+had)\s+been\s+(?:(?:a|an|such\s+a|so|too)\s+)?(?:[\w-]+\s+){0,2}"
+    r"(?:day|days|week|weeks|month|months|year|years|while|ages|night)\b",
     _I,
+)
+#: German predicates of light, temperature and the hour ("eiskalt", "stockdunkel" are compounds).
+_STATE_DE = (
+    r"(?:[a-zäöüß]*(?:kalt|warm|heiß|kühl|dunkel|spät|früh|schwül|windig|neblig|sonnig|bewölkt|"
+    r"frostig|stürmisch)|hell|nacht|abend|tag|mittag|winter|sommer|herbst|frühling)"
 )
 _EXPLETIVE_DE = lazy_compile(
     r"\bes\s+(?:gibt|geht|regnet|schneit|tut\s+mir\s+leid|sei\s+denn|kommt\s+darauf\s+an)\b|"
@@ -340,8 +368,12 @@ _EXPLETIVE_DE = lazy_compile(
     # weather verbs in any tense and order ("wird es morgen regnen"), clock time ("Uhr ist es")
     r"\bes\b[^.?!,;]{0,24}?\b(?:regn|schnei|hagel|donner|blitz|niesel|frier)\w*|"
     r"\b(?:regn|schnei|hagel|donner|blitz|niesel|frier)\w*\s+es\b|\b(?:spät|uhr)\s+ist\s+es\b|"
-    r"\b(?:es\s+ist|ist\s+es)\s+(?:(?:so|sehr|zu|schon|noch|ganz|ziemlich|echt)\s+)*"
-    r"(?:kalt|warm|heiß|kühl|dunkel|hell|spät|früh)\b|"
+    # "es" as the subject of a state of light, temperature or the hour, in either order and
+    # with any copula: "es wird schon dunkel", "ist es noch zu früh", "es bleibt heute eiskalt"
+    r"(?:\bes\s+(?:ist|war|wird|wurde|bleibt|blieb|würde)|\b(?:ist|war|wird|wurde|bleibt|blieb)\s+es)"
+    r"\s+(?:(?:so|sehr|zu|schon|noch|ganz|ziemlich|echt|langsam|gleich|bald|heute|morgen|jetzt|"
+    r"hier|draußen|drinnen|wieder|immer|ja|aber|wohl|recht|total|viel|etwas|richtig|bereits)\s+)*"
+    + _STATE_DE + r"\b|"
     # a placeholder for a clause that follows: "es ist wichtig, ... zu", "kommt es vor, dass"
     r"\bes\b[^.?!]*,\s*(?:dass|zu|wenn|ob)\b|\bes\b[^.?!,]*\bvor,?\s+dass\b|"
     r"^\W*es\s+ist\s+[a-zäöüß]+\s*,",
@@ -480,6 +512,8 @@ def detect_references(query: str) -> list[Reference]:
                      (_SELECT, "selection"), (_SELECT_ELIDED, "selection"), (_DEFINITE_TASK, "entity")):
         for m in rx.finditer(query):
             text = m.group(0).strip(" ,.!?")
+            if rx is _CONTINUE and _FIRST_PERSON_BEFORE.search(query[:m.start()]):
+                continue  # "I'll continue tomorrow" tells what the user will do, not "go on"
             if kind == "entity" and _NAMED_ID.match(query, m.end()):
                 continue  # "der Auftrag #17" names its referent itself
             if text:
@@ -507,6 +541,9 @@ def detect_references(query: str) -> list[Reference]:
     for rx, kind in ((_PLACE_REF, "place"), (_TIME_REF, "time")):
         for m in rx.finditer(query):
             add(m.group(0), kind, m.start(), m.end())
+    front = _TOPIC_FRONT.match(query)
+    if front is not None:
+        add(front.group(0).strip(" ,:"), "topic", front.start(), front.end())
     fragment = _FRAGMENT.match(query)
     if fragment is not None and len(lang.words(query)) <= 8 and not found:
         add(fragment.group(0).strip(), "repeat", fragment.start(), fragment.end())
@@ -634,9 +671,11 @@ def _candidates(history: Sequence[Message], extra_jobs: Sequence[str]) -> list[C
             # No concrete referent: the turn itself, named by the user's request.
             first = turn[0]
             sentence = next(iter(lang.sentences(first.content)), first.content)
+            answer = next((m.content for m in reversed(turn)
+                           if m.role == "assistant" and m.content.strip()), "")
             found.append(Candidate("message", _snip(sentence, 120), first.id,
                                    _snip(first.content, 300), first.role, distance, 0.5,
-                                   _snip(sentence), False))
+                                   _snip(sentence), False, answer=answer))
         for cand in found:
             cand.score *= TURN_DECAY**distance
             if not any(c.target == cand.target for c in out):
@@ -763,7 +802,13 @@ def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candi
     elif what in ("suggestion", "command"):
         matching = [c for c in mine if (c.suggested or c.kind in ("suggestion", "item"))] \
             if what == "suggestion" else [c for c in mine if c.kind == "command"]
-        matching = _qualified(matching, query, ref) or matching
+        qualified = _qualified(matching, query, ref)
+        topic = None if qualified else _about(history, query, ref, topic_only=True)
+        if topic is not None:  # "dein Tipp zu den Schlüsseln": the turn about the keys
+            _set(ref, topic.content, topic.id, topic.content, 0.8,
+                 f"Previous answer was: {_snip(topic.content)}")
+            return
+        matching = qualified or matching
         if matching:
             same = _one_plan(_nearest(matching))
             if len(same) > 1:
@@ -861,10 +906,13 @@ def _one_plan(cands: list[Candidate]) -> list[Candidate]:
 
 def _qualifiers(query: str, ref: Reference) -> set[str]:
     """Stems of the query's telling words (what a reference is "about"), hyphen parts too."""
-    rest = query  # "the update command", "was hast du über den Neustart gesagt": all of it
-    lng = lang.detect_language(query)
+    return _telling_stems(query)
+
+
+def _telling_stems(text: str) -> set[str]:
+    lng = lang.detect_language(text)
     out: set[str] = set()
-    for w in lang.words(rest):
+    for w in lang.words(text):
         for part in {w, *w.split("-")}:
             if len(part) > 2 and part not in _GENERIC and part not in lang.QUESTION_WORDS \
                     and part not in _QUALIFIER_NOISE:
@@ -874,13 +922,46 @@ def _qualifiers(query: str, ref: Reference) -> set[str]:
 
 _QUALIFIER_NOISE = frozenset(
     "said say says suggested mentioned wrote before earlier again repeat about über zum zur "
-    "gesagt vorhin eben gerade nochmal hast your deine deinen answer antwort".split()
+    "gesagt vorhin eben gerade nochmal hast your deine deinen answer antwort "
+    "mean meant meintest meinten gemeint".split()
 )
+# "what you said about cron", "dein Tipp zu den Schlüsseln", "Zum Hashen: ...": the words
+# after the preposition name the topic of the turn the query points back to.
+_TOPIC = lazy_compile(
+    r"\b(?:about|regarding|concerning|as\s+for|über|zu[mr]|zu(?=\s+(?:den|dem|der|des)\b)|"
+    r"bezüglich|betreffend)\s+"
+    r"((?:(?:the|a|an|den|dem|der|die|das|des|einen|einem|einer)\s+)?[\w./-]+(?:\s+[\w./-]+)?)",
+    _I,
+)
+# A query that opens on its topic and then asks: "About hashing: which parameters?"
+_TOPIC_FRONT = lazy_compile(
+    r"^\W*(?:about|regarding|concerning|as\s+for|re|zum|zur|zu|über|bezüglich|betreffend|wegen)\s+"
+    r"[^:,?!.]{2,40}[:,]",
+    _I,
+)
+
+
+def _topic_stems(query: str) -> set[str]:
+    """Stems of the words a topic phrase of ``query`` names ("about rebooting" -> reboot)."""
+    out: set[str] = set()
+    for m in _TOPIC.finditer(query):
+        out |= _telling_stems(m.group(1))
+    return out
 
 
 def _text_stems(text: str) -> set[str]:
     lng = lang.detect_language(text)
     return {stem(p, lng)[:6] for w in lang.words(text) for p in {w, *w.split("-")} if len(p) > 2}
+
+
+def _shared(want: set[str], have: set[str]) -> int:
+    """How many wanted stems the text has; one may be the start of the other, so a name meets
+    the compound it opens ("cron" / "crontab", "Lüfter" / "Lüftersteuerung")."""
+    return sum(
+        1 for q in want
+        if q in have or (len(q) >= 4 and any(h.startswith(q) or (len(h) >= 4 and q.startswith(h))
+                                             for h in have))
+    )
 
 
 def _qualified(cands: list[Candidate], query: str, ref: Reference) -> list[Candidate]:
@@ -889,16 +970,18 @@ def _qualified(cands: list[Candidate], query: str, ref: Reference) -> list[Candi
     if not want:
         return []
     # A list item is judged by its own line: the message around it holds the other options too.
-    scored = [(len(want & _text_stems((c.sentence if c.in_list else c.message_text) + " " + c.target)), c)
+    scored = [(_shared(want, _text_stems((c.sentence if c.in_list else c.message_text) + " " + c.target)), c)
               for c in cands]
     best = max((n for n, _ in scored), default=0)
     return [c for n, c in scored if n == best] if best else []
 
 
-def _about(history: Sequence[Message], query: str, ref: Reference) -> Message | None:
+def _about(history: Sequence[Message], query: str, ref: Reference,
+           topic_only: bool = False) -> Message | None:
     """"What you said about rebooting": the assistant answer of the turn that best matches
-    what the query says it is about (the user's question counts for its answer)."""
-    want = _qualifiers(query, ref)
+    what the query says it is about (the user's question counts for its answer). With
+    ``topic_only``, only the words of an explicit topic phrase ("about X", "zu X") count."""
+    want = _topic_stems(query) if topic_only else _qualifiers(query, ref)
     if not want:
         return None
     best: tuple[int, Message] | None = None
@@ -907,10 +990,20 @@ def _about(history: Sequence[Message], query: str, ref: Reference) -> Message | 
         if msg.role == "user":
             asked = msg.content
         elif msg.role == "assistant" and msg.content.strip():
-            overlap = len(want & _text_stems(asked + " " + msg.content))
+            overlap = _shared(want, _text_stems(asked + " " + msg.content))
             if overlap and (best is None or overlap >= best[0]):
                 best = (overlap, msg)
     return best[1] if best else None
+
+
+def _resolve_topic(ref: Reference, query: str, history: Sequence[Message]) -> None:
+    """"About hashing: which parameters?": the answer of the turn about that topic; a topic
+    no earlier turn is about is new, and the query stays as it is."""
+    msg = _about(history, query, ref, topic_only=True)
+    if msg is None:
+        ref.confidence = 0.5
+        return
+    _set(ref, msg.content, msg.id, msg.content, 0.8, f"Previous answer about it was: {_snip(msg.content)}")
 
 
 def _resolve_place_or_time(ref: Reference, history: Sequence[Message]) -> None:
@@ -1006,6 +1099,11 @@ def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
         _set(ref, anchor.target or "", anchor.message_id, anchor.message_text,
              anchor.confidence, "")
         return
+    topic = _about(history, query, ref, topic_only=True) if not plural else None
+    if topic is not None:  # "what was that again about cron?": the turn about cron
+        _set(ref, topic.content, topic.id, topic.content, 0.75,
+             f"'{ref.text}' refers to the answer: {_snip(topic.content)}")
+        return
     last = _last_assistant(history)
     if last is not None and not plural:
         what, text = _focus(last)
@@ -1021,7 +1119,11 @@ def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
         agreeing = _agreeing(ref, history)
         if agreeing is not None:
             noun, msg = agreeing
-            _set(ref, noun, msg.id, msg.content, 0.75, f"'{ref.text}' refers to {noun}")
+            # The sentence around the noun says which one: "das Programm" is Borg in
+            # "Nimm Borg: das Programm dedupliziert ..." (as a person's note gives the sentence).
+            where = next((s for s in lang.sentences(msg.content) if noun in s), "")
+            note = f"'{ref.text}' refers to {noun}" + (f" ({_snip(where, 120)})" if where else "")
+            _set(ref, noun, msg.id, msg.content, 0.75, note)
             return
     if not cands:
         ref.confidence = 0.1
@@ -1137,6 +1239,8 @@ def resolve(
             _resolve_place_or_time(ref, history)
         elif ref.kind == "repeat":
             _resolve_repeat(ref, cands)
+        elif ref.kind == "topic":
+            _resolve_topic(ref, query, history)
     _confirm_what_is_named(refs)
     named = [r for r in refs if r.kind != "pronoun" and r.target is not None]
     # A named reference ("deinen Vorschlag") outranks a reply cue ("ja") as the anchor.
