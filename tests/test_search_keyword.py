@@ -120,3 +120,43 @@ def budget_terms(store: SQLiteStore, query: str) -> list[str]:
         lambda: int(store.read("SELECT MAX(id) FROM messages")[0][0]),
         lambda t: int(store.read(count, (fts5_match([t]),))[0][0]),
     )
+
+
+def test_frequencies_counted_while_the_index_fills_are_not_kept(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bulk import's backlog (more than a search catches up on itself) is indexed in the
+    # background; a search meanwhile sees a fraction of each word's rows. Kept, those
+    # counts let "common" through once every row is indexed, and BM25 scored all of them.
+    import memlane.store.sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "SEARCH_CATCH_UP", 10)
+    store._term_budget = TermBudget(budget=50)
+    _log(store)  # 200 rows pending
+    store.index_pending_keywords(limit=30)  # the background thread got this far
+    assert {h.message.content for h in store.keyword_search("common zebra", MessageFilter(), limit=500)} >= {
+        "a common remark number 1"  # 30 rows of "common" fit the budget: kept
+    }
+    store.index_pending_keywords()  # the backlog is gone
+    hits = store.keyword_search("common zebra", MessageFilter(), limit=500)
+    assert sorted(h.message.content for h in hits) == sorted(
+        f"a common remark number {i} about a zebra" for i in range(0, 200, 40)
+    )
+
+
+def test_a_cached_frequency_is_counted_again_once_the_log_has_grown() -> None:
+    counts = {"common": 10, "zebra": 1}
+    asked: list[str] = []
+
+    def doc_freq(term: str) -> int:
+        asked.append(term)
+        return counts[term]
+
+    budget = TermBudget(budget=50)
+    assert budget.select(["common", "zebra"], lambda: 100, doc_freq) == ["common", "zebra"]
+    assert budget.select(["common", "zebra"], lambda: 120, doc_freq) == ["common", "zebra"]
+    assert asked == ["common", "zebra"]  # within GROWTH: cached
+    counts["common"] = 60
+    assert budget.select(["common", "zebra"], lambda: 200, doc_freq) == ["zebra"]
+    assert budget.select(["common", "zebra"], lambda: 200, doc_freq, settled=False) == ["zebra"]
+    assert asked == ["common", "zebra"] * 3  # grown, then not settled: counted each time

@@ -677,18 +677,18 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
                 break
         return done
 
-    def _keywords_current(self) -> None:
+    def _keywords_current(self) -> bool:
         """Index what is pending before a read of the keyword index or the languages, when it
-        is little (a few writes since); a bulk import's backlog is the background's."""
-        if self.keyword_backlog_small():
-            self.index_pending_keywords()
-
-    def keyword_backlog_small(self) -> bool:
+        is little (a few writes since); a bulk import's backlog is the background's.
+        Returns whether the keyword index is complete now (False while a backlog is left)."""
         rows = self.read(
             "SELECT count(*) FROM (SELECT 1 FROM messages WHERE lang IS NULL LIMIT ?)",
             (SEARCH_CATCH_UP + 1,),
         )
-        return 0 < int(rows[0][0]) <= SEARCH_CATCH_UP
+        pending = int(rows[0][0])
+        if 0 < pending <= SEARCH_CATCH_UP:
+            self.index_pending_keywords()
+        return pending <= SEARCH_CATCH_UP
 
     def messages_per_language(self, flt: MessageFilter) -> list[tuple[str, str | None, int]]:
         self._keywords_current()
@@ -701,13 +701,14 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
     def keyword_search(
         self, query: str, flt: MessageFilter, *, limit: int = 50
     ) -> list[KeywordHit]:
-        self._keywords_current()
+        settled = self._keywords_current()
         terms = self._term_budget.select(
             keyword_terms(query),
             lambda: int(self.read("SELECT COALESCE(MAX(id), 0) FROM messages")[0][0]),
             lambda t: int(self.read(
                 "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (fts5_match([t]),)
             )[0][0]),
+            settled=settled,
         )
         if not terms:
             return []
