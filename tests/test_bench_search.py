@@ -76,6 +76,12 @@ def test_bench_search_without_conversation_files_says_synthetic(
     assert set(fresh["by_share"]) == {"1%", "10%", "100%"}
     assert fresh["by_share"]["1%"]["filter"] == {"user_id": "user-001"}
     assert all(0 < s["search_ms_p50"] <= s["search_ms_p95"] for s in fresh["by_share"].values())
+    assert all(0 < s["search_ms_p50_query_vector_cached"] <= s["search_ms_p95_query_vector_cached"]
+               for s in fresh["by_share"].values())
+    # the headline: hybrid p50/p95 per share, labelled, the fresh process's figures
+    assert out["hybrid_search_by_share"] == {
+        share: {"p50_ms": s["search_ms_p50"], "p95_ms": s["search_ms_p95"]} for share, s in fresh["by_share"].items()
+    }
     memory = fresh["memory_after_searches"]
     assert memory["rss_mb"] > 0 and memory["rss_peak_mb"] >= memory["rss_mb"]
 

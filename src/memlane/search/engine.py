@@ -252,8 +252,13 @@ class RecallEngine:
     def drop_cached(self) -> None:
         """Drop the query vectors and speaker names kept in this process (after something
         was forgotten anywhere: a query or a name may have come from it)."""
-        self._query_cache.clear()
+        self.drop_query_vectors()
         self._authors = None
+
+    def drop_query_vectors(self) -> None:
+        """Forget the query vectors kept in this process: the next search of any query
+        embeds it again (``memlane bench search`` times every query as a new question)."""
+        self._query_cache.clear()
 
     def note_authors(self, messages: Iterable[Message]) -> None:
         """Observer side: remember author names so queries can be matched to speakers."""
