@@ -90,3 +90,18 @@ def fresh_pg_memory(pg_url: str, **options: Any) -> Iterator[Memory]:
         yield mem
     finally:
         mem.close()
+
+
+def migrate_below(url: str, version: int) -> None:
+    """Bring the empty database at ``url`` to the PostgreSQL schema before migration
+    ``version`` (as an older memlane left it), for tests of the upgrade."""
+    import psycopg
+
+    from memlane.store.postgres_schema import MIGRATIONS
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                     "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        for v in sorted(v for v in MIGRATIONS if v < version):
+            conn.execute(MIGRATIONS[v][1].encode())
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (v, MIGRATIONS[v][0]))

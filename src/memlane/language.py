@@ -14,7 +14,8 @@ agree on what a word is and which language a message is in:
   for English and German.
 * :func:`keyword_text` / :func:`keyword_stems` - what the keyword index stores for a message
   (each word's stem in the message's language, a German compound's parts beside it) and the stems a query word is looked up by
-  (its stem in either language, so a message whose language was misjudged is still found).
+  (its stem in either language, so a message whose language was misjudged is still found);
+  :func:`compound_text` - those parts alone, for PostgreSQL's ``parts`` column.
 * :func:`sentences` - ``pysbd`` rule-based sentence splitting; code spans stay whole.
 
 Deterministic and offline: the language-id model ships inside the ``py3langid`` wheel.
@@ -39,6 +40,7 @@ __all__ = [
     "STOPWORDS_DE",
     "STOPWORDS_EN",
     "Language",
+    "compound_text",
     "content_stems",
     "content_words",
     "detect_language",
@@ -290,6 +292,16 @@ def with_compound_parts(tokens: list[str]) -> list[str]:
         out.append(token)
         out.extend(compound_parts(token))
     return out
+
+
+def compound_text(text: str, language: str | None) -> str:
+    """The parts of the German compounds of ``text``, space-separated ("" unless
+    ``language`` is "de"): what :func:`with_compound_parts` adds to the SQLite keyword row,
+    for a store that keeps it in a column of its own (PostgreSQL generates its tsvector
+    from the row: ``to_tsvector(text || ' ' || parts)`` stems them as keyword_text does)."""
+    if language != "de":
+        return ""
+    return " ".join(part for token in index_parts(text) for part in compound_parts(token))
 
 
 #: What FTS5's unicode61 tokenizer calls a token: a run of letters and digits.

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memlane.errors import CorruptRecordError, NoteSupersededError, NotFoundError, SessionNotFoundError
-from memlane.language import detect_language
+from memlane.language import compound_text, detect_language
 from memlane.models import utcnow
 from memlane.notes.models import AuditEntry, Facet, Note
 from memlane.ports import NoteFilter
@@ -76,6 +76,9 @@ class NotesDialect:
     """Row lock of a read that decides a write (nothing on SQLite: one writer at a time)."""
     for_key_share: str = ""
     """Lock that keeps read rows from being deleted until the transaction ends."""
+    compound_parts: bool = False
+    """Notes keep their German compounds' parts in a ``parts`` column (PostgreSQL: its
+    tsvector is generated from the row; SQLite's index adds them itself)."""
 
 
 class SqlNoteRepository:
@@ -204,17 +207,21 @@ class SqlNoteRepository:
                 lineage = lineage or row[0] or old_id
                 previous = old_id
             now = self._now()
+            lang = detect_language(note.text)
+            values: tuple[Any, ...] = (
+                lineage, note.tenant_id, note.user_id, note.session_id, note.kind, note.slot,
+                note.value, note.polarity, note.text, note.author_id, note.author_name,
+                note.importance, note.confidence, d.dump_json(note.entities),
+                d.dump_json(note.metadata), note.origin, start,
+                None if note.valid_to is None else d.base.time(note.valid_to),
+                previous, note.seen_count, now, now, lang,
+            )
+            columns = _INSERT_COLS
+            if d.compound_parts:
+                columns += ", parts"
+                values += (compound_text(note.text, lang) or None,)
             new_id = d.insert_id(
-                conn,
-                f"INSERT INTO notes ({_INSERT_COLS}) VALUES ({', '.join([m] * 23)})",
-                (
-                    lineage, note.tenant_id, note.user_id, note.session_id, note.kind, note.slot,
-                    note.value, note.polarity, note.text, note.author_id, note.author_name,
-                    note.importance, note.confidence, d.dump_json(note.entities),
-                    d.dump_json(note.metadata), note.origin, start,
-                    None if note.valid_to is None else d.base.time(note.valid_to),
-                    previous, note.seen_count, now, now, detect_language(note.text),
-                ),
+                conn, f"INSERT INTO notes ({columns}) VALUES ({', '.join([m] * len(values))})", values,
             )
             if lineage is None:
                 conn.execute(f"UPDATE notes SET lineage_id = id WHERE id = {m}", (new_id,))

@@ -36,6 +36,7 @@ NOTES_DIALECT = NotesDialect(
     for_update=" FOR UPDATE",
     # a concurrent forget waits for the note (then deletes it) or runs first (no note)
     for_key_share=" FOR KEY SHARE",
+    compound_parts=True,  # migration 19: the generated tsv reads them from the row
 )
 
 

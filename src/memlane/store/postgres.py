@@ -43,7 +43,7 @@ from memlane.errors import (
     SessionNotFoundError,
     StorageError,
 )
-from memlane.language import detect_language
+from memlane.language import compound_text, detect_language
 from memlane.models import (
     JSON,
     SESSION_STATUSES,
@@ -69,7 +69,14 @@ from memlane.store.pg_rows import (
     row_to_session,
 )
 from memlane.store.pg_search import EXACT_STATS_BELOW, Bm25Index, fts5_idf, tsquery_literal
-from memlane.store.postgres_schema import KEYWORD_INDEXES, MIGRATIONS, NOTE_LANGUAGES, OPTIONAL
+from memlane.store.postgres_schema import (
+    COMPOUND_PARTS,
+    KEYWORD_INDEXES,
+    MIGRATIONS,
+    NOTE_LANGUAGES,
+    OPTIONAL,
+    PARTS_MAX_CHARS,
+)
 from memlane.store.records import SqlRecords
 from memlane.store.rows import BUMP_VERSION, encode_item
 from memlane.store.sql_reads import SqlReads
@@ -93,8 +100,8 @@ _UPDATABLE_SESSION_FIELDS = frozenset(
 )
 _INSERT_MESSAGE = (
     "INSERT INTO messages (tenant_id, session_id, role, content, name, tool_calls, tool_call_id, "
-    "author_id, author_name, turn_id, created_at, metadata, importance, pinned, hidden, token_count, item, lang) "
-    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id"
+    "author_id, author_name, turn_id, created_at, metadata, importance, pinned, hidden, token_count, item, lang, parts) "
+    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id"
 )
 _INSERT_MESSAGE_WITH_ID = _INSERT_MESSAGE.replace("(tenant_id,", "(id, tenant_id,", 1).replace(
     "VALUES (%s,", "VALUES (%s,%s,", 1
@@ -364,6 +371,11 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
                 if version == NOTE_LANGUAGES:
                     while _judge_languages(conn, "notes", "text"):
                         pass
+                if version == COMPOUND_PARTS:
+                    for table, column in _KEYWORD_TEXTS:
+                        after = 0
+                        while (last := _split_compounds(conn, table, column, after)) is not None:
+                            after = last
                 conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
                 )
@@ -497,7 +509,7 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
                 Jsonb(m.tool_calls) if m.tool_calls else None, m.tool_call_id, m.author_id,
                 m.author_name, m.turn_id, _aware(m.created_at), Jsonb(m.metadata), m.importance,
                 m.pinned, m.hidden, m.token_count, encode_item(m.item),
-                detect_language(m.content),  # the keyword index stems in it (migration 10)
+                *keyword_columns(m.content),
             )
             for m in messages
         ]
@@ -717,12 +729,18 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
 
     def rebuild_keyword_index(self) -> int:
         """Judge the language of rows written without one (messages before migration 10,
-        notes before 15: their tsvector follows), then rebuild the GIN index itself (the
-        tsvector is generated, so it cannot drift)."""
-        for table, column in (("messages", "content"), ("notes", "text")):
+        notes before 15: their tsvector follows) and write the compound parts of German
+        rows where they are missing or split differently now, then rebuild the GIN index
+        itself (the tsvector is generated from the row, so it cannot drift)."""
+        for table, column in _KEYWORD_TEXTS:
             # a batch per transaction: each update rewrites the row and its index entries
             while self.write(functools.partial(_judge_languages, table=table, column=column)):
                 pass
+            # rows just judged German, and any whose split has changed, get their parts
+            after = 0
+            while (last := self.write(functools.partial(_split_compounds, table=table, column=column,
+                                                        after_id=after))) is not None:
+                after = last
 
         def run(conn: Conn) -> int:
             found = conn.execute(
@@ -852,6 +870,36 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
         self._closed = True
         self._session_locks.close()
         self._pool.close()
+
+
+#: The tables with a generated keyword tsvector, and the column it is made from.
+_KEYWORD_TEXTS = (("messages", "content"), ("notes", "text"))
+
+
+def keyword_columns(text: str) -> tuple[str, str | None]:
+    """``lang`` and ``parts`` of a row with ``text``: the language the keyword index stems
+    it in (migration 10) and its German compounds' parts (migration 19; None when none)."""
+    lang = detect_language(text)
+    return lang, compound_text(text[:PARTS_MAX_CHARS], lang) or None
+
+
+def _split_compounds(conn: Conn, table: str, column: str, after_id: int, batch: int = 2000) -> int | None:
+    """Write ``parts`` of the German rows of ``table`` after ``after_id`` (up to ``batch``
+    of them) where it differs from what the splitter says now; the last id looked at, or
+    None when no row was left."""
+    ident = sql.Identifier(table)
+    rows = conn.execute(
+        sql.SQL("SELECT id, {}, parts FROM {} WHERE lang = 'de' AND id > %s ORDER BY id LIMIT %s").format(
+            sql.Identifier(column), ident),
+        (after_id, batch),
+    ).fetchall()
+    if not rows:
+        return None
+    changed = [(parts, int(row_id)) for row_id, text, old in rows
+               if (parts := compound_text(text[:PARTS_MAX_CHARS], "de") or None) != old]
+    if changed:
+        conn.cursor().executemany(sql.SQL("UPDATE {} SET parts = %s WHERE id = %s").format(ident), changed)
+    return int(rows[-1][0])
 
 
 def _judge_languages(conn: Conn, table: str, column: str, batch: int = 2000) -> int:

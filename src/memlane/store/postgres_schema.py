@@ -5,7 +5,7 @@ migrations run in one transaction under an advisory lock (so several processes
 starting at once apply each exactly once) and are recorded in
 ``schema_migrations``. Numbers follow the SQLite store's areas:
 1 log, 2 vectors (recall), 3 context/state, 4 notes/rooms, 5 server keys, 6 tenant-prefixed
-keyword index, 7+ later (10: the language-aware keyword index).
+keyword index, 7+ later (10: the language-aware keyword index, 19-20: German compounds' parts).
 
 Layout choices:
 
@@ -22,7 +22,8 @@ Layout choices:
 - The keyword index is a stored generated ``tsvector`` column: it is computed in
   the same statement as the insert, so it can never lag the log. Its config follows
   the message's ``lang`` column (migration 10): ``german`` for 'de', else ``english``
-  (Snowball stemmers, the same as the SQLite store's memlane_stems()).
+  (Snowball stemmers, the same as the SQLite store's memlane_stems()), over the text and
+  the ``parts`` of its German compounds, which the store writes with the row (migration 19).
 - Referencing columns of cascading foreign keys are indexed: without those,
   deleting one message would scan ``turns`` and ``tool_call_ids``.
 """
@@ -536,10 +537,53 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         # as SQLite migration 19: moved by every change of what a session's window shows
         "ALTER TABLE sessions ADD COLUMN version BIGINT NOT NULL DEFAULT 0;",
     ),
+    19: (
+        "German compounds' parts beside the text",
+        # As SQLite migration 16: a German compound's parts are keyword-indexed with it
+        # ("Datenbanksicherung" also as "datenbank", "sicherung"), so "Sicherung der
+        # Datenbank" finds it and the reverse. PostgreSQL cannot run memlane's splitter, so
+        # the store writes the parts into ``parts`` with the row (language.compound_text)
+        # and the generated tsvector reads them from there; deleting the row deletes them.
+        # tsv goes first so that filling ``parts`` of older German rows (in Python right
+        # after this script, COMPOUND_PARTS) does not compute every tsvector twice;
+        # migration 20 makes it again, in the same transaction.
+        """
+        ALTER TABLE messages DROP COLUMN tsv;
+        ALTER TABLE messages ADD COLUMN parts TEXT;
+        ALTER TABLE notes DROP COLUMN tsv;
+        ALTER TABLE notes ADD COLUMN parts TEXT;
+        """,
+    ),
+    20: (
+        "keyword index of text and compound parts",
+        # tsv and its GIN indexes as migrations 10, 15 and 16 made them, now over the text
+        # followed by its compounds' parts (the document length grows by the parts, as on SQLite).
+        f"""
+        ALTER TABLE messages ADD COLUMN tsv TSVECTOR GENERATED ALWAYS AS
+            (to_tsvector(CASE WHEN lang = 'de' THEN 'german'::regconfig ELSE 'english'::regconfig END,
+                         left(content, {TSV_MAX_CHARS}) || coalesce(' ' || parts, ''))) STORED;
+        DO $$ BEGIN
+            IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin') THEN
+                CREATE INDEX messages_tsv_by_tenant ON messages USING gin (tenant_id, tsv) WITH (fastupdate = off);
+            ELSE
+                CREATE INDEX messages_tsv ON messages USING gin (tsv) WITH (fastupdate = off);
+            END IF;
+        END $$;
+        ALTER TABLE notes ADD COLUMN tsv TSVECTOR GENERATED ALWAYS AS
+            (to_tsvector(CASE WHEN lang = 'de' THEN 'german'::regconfig ELSE 'english'::regconfig END,
+                         text || coalesce(' ' || parts, ''))) STORED;
+        CREATE INDEX notes_tsv ON notes USING gin (tsv) WITH (fastupdate = off);
+        """,
+    ),
 }
 
 #: The migration the store completes in Python: judging the language of older notes.
 NOTE_LANGUAGES = 17
+#: The migration the store completes in Python: the compound parts of older German rows.
+COMPOUND_PARTS = 19
+#: Compounds are split in this many first characters of a row: text and parts together
+#: stay far below to_tsvector's 1 MB (a message that long is rare; its words are all indexed).
+PARTS_MAX_CHARS = 100_000
 
 #: Migrations that need an extension: skipped (and retried on the next start) when the
 #: server cannot provide it, instead of failing the whole store. Nothing later may
