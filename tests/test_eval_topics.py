@@ -10,7 +10,7 @@ import pytest
 from memlane.cli.main import main
 from memlane.errors import InvalidInputError
 from memlane.eval.topics import run_topics_eval
-from memlane.state.topic_shift import content_stems, is_topic_change
+from memlane.state.topic_shift import content_stems, is_topic_change, shift_signals
 
 _CONV = [
     {"id": "de", "language": "de", "split": "dev", "turns": [
@@ -40,6 +40,20 @@ def test_german_compounds_and_stems_meet() -> None:
     assert not is_topic_change("Ist ein ETF dafür gut?", recent, None)  # "dafür" refers back
 
 
+def test_german_rewording_is_compared_through_its_english_gloss() -> None:
+    from memlane.search.embedders import get_embedder
+
+    embedder = get_embedder("minilm")
+    recent = ["Wer hat die letzte Fußball-WM gewonnen?", "Argentinien hat die WM 2022 in Katar gewonnen."]
+    follow_up = "War Messi der beste Spieler des Turniers?"  # no stem shared, same topic
+    assert is_topic_change(follow_up, recent, None)  # stems alone split here
+    signals = shift_signals(follow_up, recent, embedder)
+    assert not signals.shared_stems and signals.gloss_cosine is not None
+    assert signals.gloss_cosine > signals.best_cosine  # MiniLM reads the gloss, not the German
+    assert not is_topic_change(follow_up, recent, embedder)
+    assert is_topic_change("Wie aktiviere ich die Firewall unter Ubuntu?", recent, embedder)
+
+
 def test_fixture_run_through_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "topics.jsonl"
     path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in _CONV), encoding="utf-8")
@@ -59,7 +73,9 @@ def test_the_shipped_set_is_big_enough_and_german_works_like_english() -> None:
     result = run_topics_eval(embedder="none")  # stems only: no model needed for this check
     stems = result["figures"]["stems"]
     assert stems["all"]["switches"] >= 60 and stems["all"]["continuations"] >= 60
-    for group in ("language:de", "language:en"):
+    assert stems["split:held2"]["switches"] >= 16 and stems["split:held2"]["continuations"] >= 24
+    # held2 (written after the detector) rewords far more often; it is reported, not gated
+    for group in ("split:dev/de", "split:dev/en", "split:held/de", "split:held/en"):
         assert stems[group]["precision"] >= 0.85 and stems[group]["recall"] >= 0.85, stems[group]
 
 

@@ -15,7 +15,7 @@ from importlib import resources
 from memlane.language import FILLER_DE, FILLER_EN, STOPWORDS, Language, stem
 from memlane.sorted_table import SortedTable, cached_table
 
-__all__ = ["LEXICON", "lexicon", "translations"]
+__all__ = ["LEXICON", "english_gloss", "lexicon", "translations"]
 
 LEXICON = "lexicon_de_en.txt"
 #: Translations per query word, best first; more add noise faster than recall.
@@ -75,3 +75,18 @@ def translations(word: str, language: Language) -> tuple[str, ...]:
     """The other language's words for ``word`` (the word itself first, then its stem)."""
     w = word.lower()
     return _lookup("w", language, w) or _lookup("s", language, stem(w, language))
+
+
+def english_gloss(text: str) -> str:
+    """German ``text`` as its content words in English, word by word ("Welcher Dünger passt
+    für Gemüse?" -> "fertilizer fits vegetables"): what an English-only sentence embedder
+    can compare by topic. Words the lexicon lacks (names, commands) stay as they are."""
+    from memlane.language import words
+
+    out = []
+    for word in words(text):
+        if len(word) < 3 or word in STOPWORDS or word in FILLER_DE:
+            continue
+        found = translations(word, "de")
+        out.append(found[0] if found else word)
+    return " ".join(out)

@@ -8,8 +8,8 @@ switches are reported per language and split for three detectors:
 
 * ``embedding`` - best cosine below 0.15, the detector before issue 17;
 * ``stems`` - no shared content stem;
-* ``combined`` - no shared stem and, in English (what MiniLM knows), best cosine below
-  the threshold: the detector now.
+* ``combined`` - no shared stem and best cosine below the threshold, German compared
+  through its English gloss (what MiniLM knows): the detector now.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from memlane.errors import InvalidInputError
 from memlane.eval.labelled import read_jsonl
 from memlane.language import words
 from memlane.state.references import has_reference_cues
-from memlane.state.topic_shift import DEFAULT_THRESHOLD, EMBEDDING_LANGUAGES, shift_signals
+from memlane.state.topic_shift import DEFAULT_THRESHOLD, ShiftSignals, decide, shift_signals
 
 __all__ = ["DEV_SET", "OLD_THRESHOLD", "run_topics_eval"]
 
@@ -39,8 +39,7 @@ class _Point:
     split: str
     switch: bool
     skipped: bool  # too short or refers back: never a change
-    shared: bool
-    cosine: float
+    signals: ShiftSignals
 
 
 def _load(path: Path | str | None) -> list[dict[str, Any]]:
@@ -64,7 +63,7 @@ def _points(convs: list[dict[str, Any]], embedder: Any) -> list[_Point]:
                 sig = shift_signals(content, recent, embedder)
                 skipped = len(words(content)) < 3 or has_reference_cues(content)
                 out.append(_Point(conv["language"], str(conv.get("split") or "dev"), turn["switch"],
-                                  skipped, sig.shared_stems, sig.best_cosine))
+                                  skipped, sig))
             seen.append(content)
     return out
 
@@ -73,10 +72,10 @@ def _detect(p: _Point, method: str, threshold: float) -> bool:
     if p.skipped:
         return False
     if method == "embedding":
-        return p.cosine < OLD_THRESHOLD
+        return p.signals.best_cosine < OLD_THRESHOLD
     if method == "stems":
-        return not p.shared
-    return not p.shared and (p.language not in EMBEDDING_LANGUAGES or p.cosine < threshold)
+        return not p.signals.shared_stems
+    return decide(p.signals, p.language, threshold)
 
 
 def _figures(points: list[_Point], method: str, threshold: float) -> dict[str, Any]:

@@ -195,8 +195,8 @@ class SessionManager:
         """Whether ``query`` moves away from everything recent in the session.
 
         The query is compared with the last ``topic_window`` messages
-        (``state/topic_shift.py``): no shared content stem and, in English, a best cosine
-        below ``topic_change_threshold`` make a change. A short reply or one that refers
+        (``state/topic_shift.py``): no shared content stem and a best cosine below
+        ``topic_change_threshold`` (German compared through its English gloss) make a change. A short reply or one that refers
         back ("yes", "mach das nochmal") never is. ``memlane eval topics`` measures it.
         """
         if not isinstance(query, str) or not query.strip():
