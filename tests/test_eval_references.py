@@ -72,8 +72,8 @@ def test_the_shipped_dev_set_covers_issue_17_and_holds_its_figures() -> None:
     for group in ("split:dev", "split:held"):
         assert figures[group]["accuracy"] >= 0.9, (group, figures[group])
         assert figures[group]["clarification_recall"] >= 0.9, (group, figures[group])
-    # held2 was scored before the resolver was changed for it (0.670); a floor, not a target
-    assert figures["split:held2"]["accuracy"] >= 0.8, figures["split:held2"]
+    # held2 scored 0.670 before the resolver was changed for its misses; a floor, not a target
+    assert figures["split:held2"]["accuracy"] >= 0.9, figures["split:held2"]
     assert figures["all"]["false_positive_rate"] <= 0.05
 
 

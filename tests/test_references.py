@@ -498,3 +498,51 @@ def test_a_turn_without_a_command_is_named_with_its_answer() -> None:
     history = _turn("Which containers are unhealthy?", "Two are unhealthy: `web-frontend` and `queue-worker`.")
     res = resolve("Why are they failing?", history)
     assert "web-frontend" in res.resolved_query and "queue-worker" in res.resolved_query
+
+
+def test_then_and_damals_point_to_a_year() -> None:
+    assert "2015" in resolve("Which laptops were popular then?",
+                             _turn("I started my first job in 2015.", "Congratulations!")).resolved_query
+    assert "2019" in resolve("Was war damals beliebt?",
+                             _turn("Ich habe 2019 mit Linux angefangen.", "Schön.")).resolved_query
+
+
+def test_after_an_auxiliary_that_is_the_subject_unless_another_word_is_the_verb() -> None:
+    turns = _turn("Summarize the error.", "The job failed because the registry token expired.")
+    assert "token" in resolve("Why did that happen?", turns).resolved_query
+    assert [r.text for r in detect_references("Did that fix the problem?")] == ["that"]
+    assert [r.text for r in detect_references("Does that file exist?")] == ["that file"]
+
+
+def test_is_this_with_a_predicate_refers_back() -> None:
+    turns = _turn("Speed up git status?", "Enable the monitor with `git config core.fsmonitor true`.")
+    assert "fsmonitor" in resolve("Is this safe on a shared repo?", turns).resolved_query
+
+
+def test_a_tool_call_is_named_with_its_result() -> None:
+    history = [
+        Message(role="user", content="How much space is free on the NAS?", id=1),
+        Message(role="assistant", content="", id=2, tool_calls=[
+            {"id": "c1", "type": "function", "function": {"name": "disk_free", "arguments": "{}"}}]),
+        Message(role="tool", content="/mnt/nas free 200G", id=3),
+    ]
+    res = resolve("Reicht das für das Videoarchiv?", history, language="de")
+    assert "disk_free" in res.resolved_query and "200G" in res.resolved_query
+
+
+@pytest.mark.parametrize("query", ["again, but in Spanish", "Nochmal, aber auf Spanisch"])
+def test_again_with_nothing_run_repeats_the_last_request(query: str) -> None:
+    res = resolve(query, _turn("Translate 'good morning' into Italian.", "'Buongiorno'."))
+    assert "good morning" in res.resolved_query
+
+
+@pytest.mark.parametrize(("query", "item"), [("the last one", "Iosevka"), ("the second one", "Fira Code"),
+                                             ("Die letzte gefällt mir", "Iosevka")])
+def test_ordinals_pick_from_a_list_run_into_a_sentence(query: str, item: str) -> None:
+    res = resolve(query, _turn("Which font?", "Good choices: JetBrains Mono, Fira Code or Iosevka."))
+    assert item in res.resolved_query
+
+
+def test_a_yes_to_an_elliptical_offer_names_what_was_offered() -> None:
+    res = resolve("sounds good", _turn("Our keys leaked.", "I can rotate the API keys now. Want me to?"))
+    assert "rotate the API keys" in res.resolved_query

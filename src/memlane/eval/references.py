@@ -144,7 +144,8 @@ def score_cases(cases: Iterable[Case]) -> dict[str, Any]:
     for case in cases:
         res = resolve(case.query, case.turns, language=case.language)
         did, ok = _outcome(case, res)
-        for key in ("all", f"split:{case.split}", f"language:{case.language}",
+        for key in ("all", f"split:{case.split}", f"split:{case.split}/{case.language}",
+                    f"language:{case.language}",
                     f"category:{case.category}", f"category:{case.category}/{case.language}"):
             groups[key].add(case, did, ok)
         if not ok:

@@ -42,7 +42,9 @@ _TIME = lazy_compile(
     r"january|february|march|april|may|june|july|august|september|october|november|december|"
     r"januar|februar|märz|mai|juni|juli|oktober|dezember|"
     r"\d{1,2}\.\s?\d{1,2}\.(?:\d{2,4})?|\d{4}-\d{2}-\d{2})\b"
-    r"|\b(?:last|letzte[nm]?|vorige[nm]?)\s+(?:week|month|year|woche|monat|jahr)\b",
+    r"|\b(?:last|letzte[nm]?|vorige[nm]?)\s+(?:week|month|year|woche|monat|jahr)\b"
+    # a year is a calendar expression too: "I started in 2015" - "what was popular then?"
+    r"|\b(?:in|im\s+jahr|seit|since|(?<=\s))\s*(?:1[89]|20)\d{2}\b(?![.:,]\d)",
     _I,
 )
 _PERSON = lazy_compile(

@@ -79,7 +79,7 @@ class Candidate:
     sentence: str = ""  # the sentence it appears in
     suggested: bool = False  # that sentence suggests or offers something
     in_list: bool = False  # one item of a numbered or bulleted list
-    answer: str = ""  # for a whole turn ("message"): what the assistant answered in it
+    answer: str = ""  # a whole turn's answer ("message"), a tool call's result ("action")
 
     def label(self, language: str) -> str:
         """How the candidate reads as a numbered option."""
@@ -97,8 +97,9 @@ class Candidate:
     def describe(self) -> str:
         if self.kind == "command":
             return f"the command `{self.target}`"
-        if self.kind == "action":
-            return f"the action `{self.target}`"
+        if self.kind == "action":  # its result is what "is that enough?" asks about
+            result = f" (result: {_snip(self.answer, 120)})" if self.answer else ""
+            return f"the action `{self.target}`{result}"
         if self.answer:  # a turn is its request and its answer: "they" after "which are down?"
             return f"{self.target} (answer: {_snip(self.answer, 160)})"
         return self.target
@@ -388,6 +389,10 @@ _PRONOUN_RE = lazy_compile(
 )
 _PLURAL = frozenset({"them", "they", "these", "those"})
 _COPULA = frozenset("is was are were isn't wasn't aren't weren't".split())
+_AUXILIARIES = frozenset(
+    "did does do didn't doesn't don't will would can could should might may must won't "
+    "wouldn't can't couldn't shouldn't".split()
+)
 #: Personal pronouns that may stand for a person, with the gender they ask for.
 _PERSONAL = {"she": "f", "her": "f", "he": "m", "him": "m", "sie": "f", "ihr": "f", "er": "m", "ihn": "m", "ihm": "m"}
 _GERMAN_PERSONAL = frozenset({"sie", "ihr", "er", "ihn", "ihm", "es", "der", "den", "dem", "die"})
@@ -411,7 +416,8 @@ _TIME_REF = lazy_compile(
 # A fragment that only names a new object or place for the last action: "now for /var",
 # "und für Anna auch", "same for /tmp", "and now on the staging server".
 _FRAGMENT = lazy_compile(
-    r"^\W*(?:(?:and|now|also|then|ok(?:ay)?|und|jetzt|nun|auch|dann|bitte)\W+)*"
+    r"^\W*(?:(?:and|now|also|then|ok(?:ay)?|again|once\s+more|but|und|jetzt|nun|auch|dann|bitte|"
+    r"nochmal|noch\s+einmal|erneut|aber)\W+)*"
     r"(?:(?:the\s+)?same(?:\s+thing)?|dasselbe|das\s+gleiche|genauso)?\s*"
     r"(?:for|on|in|with|at|für|auf|mit|bei|im)\b",
     _I,
@@ -444,6 +450,19 @@ def _next_words(text: str, end: int, n: int = 2) -> list[str]:
     return words + [""] * (n - len(words))
 
 
+_AFTER_VERB = frozenset(
+    "the a an my your our their his her its it this that them me us you to in on at for with "
+    "from into so again".split()
+)
+
+
+def _verb_follows(query: str, start: int, after: str, second: str) -> bool:
+    """Whether "that"/"this" at ``start`` is the subject after an auxiliary and ``after`` its
+    verb: the last word, or one an object or a phrase follows."""
+    return _prev_word(query, start) in _AUXILIARIES and bool(after) and (
+        not second or second.lower().strip("?.!,") in _AFTER_VERB)
+
+
 def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
     """Whether a pronoun-shaped word is really a reference back into the conversation."""
     word = m.group(1).lower()
@@ -467,8 +486,12 @@ def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
         return False  # "Logrotate: how does it work?" - the query names what "it" is
     at_end = bool(re.match(r"\s*[\w'’-]+\s*[?.!]*\s*$", query[end:])) \
         and _prev_word(query, start) in _COPULA
+    # After do-support or a modal the verb follows the subject: "why did that happen?",
+    # "did that fix the problem?" ("that" the subject) - but "does that file exist?" has
+    # another word for the verb, so "file" is the noun of "that file".
+    pronoun_before_verb = _verb_follows(query, start, after, second)
     if word in ("that", "this", "these", "those") and after and low_after not in _NOT_NOUN \
-            and not at_end:
+            and not at_end and not pronoun_before_verb:
         return False  # "that file" (an entity), "that we" (a conjunction), "this morning"
     if word == "that" and _prev_word(query, start) in _THAT_CONJ_BEFORE:
         return False  # "I think that's ..." reads as a statement, not a pointer
@@ -530,6 +553,8 @@ def detect_references(query: str) -> list[Reference]:
             if rx is _DEMONSTRATIVE_EN and re.match(r"\s*[?.!]*\s*$", query[m.end():]) \
                     and _prev_word(query, m.start()) in _COPULA:
                 continue  # "is that safe?": the pronoun and a predicate, not "that <noun>"
+            if rx is _DEMONSTRATIVE_EN and _verb_follows(query, m.start(), *_next_words(query, m.start(1) + len(m.group(1)))):
+                continue  # "did that happen": the pronoun and a verb
             end = m.end()
             if rx is _DEMONSTRATIVE_EN and _adjective(noun):
                 # "these vulnerable moments": the noun is the next word.
@@ -676,7 +701,10 @@ def _candidates(history: Sequence[Message], extra_jobs: Sequence[str]) -> list[C
             found.append(Candidate("message", _snip(sentence, 120), first.id,
                                    _snip(first.content, 300), first.role, distance, 0.5,
                                    _snip(sentence), False, answer=answer))
+        results = [m.content for m in turn if m.role == "tool" and m.content.strip()]
         for cand in found:
+            if cand.kind == "action" and results:
+                cand.answer = results[0] if len(results) == 1 else "; ".join(results)
             cand.score *= TURN_DECAY**distance
             if not any(c.target == cand.target for c in out):
                 out.append(cand)
@@ -710,11 +738,19 @@ def _last_assistant(history: Sequence[Message]) -> Message | None:
     return None
 
 
+_ELLIPTICAL = 3  # words at most in a question that leaves out what it asks about
+
+
 def _focus(msg: Message) -> tuple[str, str]:
     """The part of an assistant message a reply reacts to: (what it is, its text)."""
     sents = lang.sentences(msg.content)
-    for s in reversed(sents):
+    for i in range(len(sents) - 1, -1, -1):
+        s = sents[i]
         if lang.is_question(s) and not lang.PLEASANTRY_QUESTION_RE.search(s):
+            if len(lang.words(s)) <= _ELLIPTICAL and i > 0:
+                # "I can rotate the API keys now. Want me to?": the question leaves its
+                # verb and object out; the sentence before says what is offered.
+                return "offer", f"{sents[i - 1]} {s}"
             return ("offer" if lang.SUGGESTION_RE.search(s) else "question"), s
     for s in sents:
         if lang.is_suggestion(s):
@@ -838,12 +874,29 @@ def _resolve_selection(ref: Reference, history: Sequence[Message]) -> None:
     if m is None or msg is None:
         return
     index = _ORDINALS[m.group(1).lower()] if m.group(1) else int(m.group(2) or m.group(3))
-    items = [i.strip() for i in _LIST_ITEM.findall(msg.content)]
+    items = [i.strip() for i in _LIST_ITEM.findall(msg.content)] or _inline_items(msg.content)
     if index == -1:
         index = len(items)
     if 1 <= index <= len(items):
         item = items[index - 1]
         _set(ref, item, msg.id, msg.content, 0.9, f"Option {index} was: {_snip(item)}")
+
+
+_RUN_ON_LIST = lazy_compile(r":\s*([^:]+?)\s*[.!]?\s*$")
+_LIST_SEPARATOR = lazy_compile(r"\s*[,;]\s*(?:(?:or|and|oder|und)\s+)?|\s+(?:or|and|oder|und)\s+", _I)
+
+
+def _inline_items(text: str) -> list[str]:
+    """The options of a list run into a sentence after a colon ("Good choices: JetBrains Mono,
+    Fira Code or Iosevka."): short coordinated phrases; none when the sentence is prose."""
+    for sentence in reversed(lang.sentences(text)):
+        m = _RUN_ON_LIST.search(sentence)
+        if m is None:
+            continue
+        items = [i.strip() for i in _LIST_SEPARATOR.split(m.group(1)) if i.strip()]
+        if len(items) >= 2 and all(len(i.split()) <= 4 for i in items):
+            return items
+    return []
 
 
 def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Candidate],
@@ -887,6 +940,15 @@ def _resolve_entity(ref: Reference, history: Sequence[Message], cands: list[Cand
                      f"'{ref.text}' refers to: {_snip(sentence)}")
                 return
     ref.confidence = 0.4  # a descriptive phrase still reads fine unresolved
+
+
+def _predicate_reading(ref: Reference, query: str) -> None:
+    """"Is this safe on a shared repo?": after a copula, "this <word>" that names nothing in
+    the conversation is the pronoun and its predicate, not a demonstrative and a noun."""
+    words = ref.text.split()
+    if ref.target is None and len(words) == 2 and words[0].lower() in ("this", "that") \
+            and _prev_word(query, ref.start) in _COPULA:
+        ref.kind, ref.text, ref.end = "pronoun", words[0], ref.start + len(words[0])
 
 
 _SEQUENCE = lazy_compile(r"\b(?:and\s+then|then|afterwards|after\s+that|und\s+dann|dann|danach|anschließend)\b", _I)
@@ -1025,7 +1087,15 @@ def _resolve_repeat(ref: Reference, cands: list[Candidate]) -> None:
     """"now for /var": the last action again, with what the fragment names."""
     acts = _actionable(cands)
     if not acts:
-        ref.confidence = 0.3
+        # Nothing the assistant ran or offered: the last request itself is repeated
+        # ("Translate 'good morning' into Italian." - "again, but in Spanish").
+        turns = [c for c in cands if c.kind == "message" and c.message_id is not None]
+        if not turns:
+            ref.confidence = 0.3
+            return
+        c = _nearest(turns)[0]
+        _set(ref, c.target, c.message_id, c.message_text, 0.6,
+             f"Repeat the request {c.describe()} with: {ref.text}")
         return
     same = _one_plan(_nearest(acts))
     commands = [c for c in same if c.kind in ("command", "action")]
@@ -1235,6 +1305,7 @@ def resolve(
             _resolve_selection(ref, history)
         elif ref.kind == "entity":
             _resolve_entity(ref, history, cands, query)
+            _predicate_reading(ref, query)
         elif ref.kind in ("place", "time"):
             _resolve_place_or_time(ref, history)
         elif ref.kind == "repeat":
