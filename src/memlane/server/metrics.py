@@ -52,7 +52,8 @@ class ResponseCacheCollector(Collector):
                            ("saved_tokens", "Packet tokens not sent to a model thanks to cache hits.")):
             yield CounterMetricFamily(f"memlane_response_cache_{name}", what, value=counts[name])
 class HotCacheCollector(Collector):
-    """This instance's window reads through the shared hot cache (``redis_url``), by outcome."""
+    """This instance's window reads and context packets through the shared hot cache
+    (``redis_url``), by outcome."""
 
     def __init__(self, mem: Memory) -> None:
         self.mem = mem
@@ -64,6 +65,13 @@ class HotCacheCollector(Collector):
         for outcome, count in self.mem.hot_window_counts.items():
             family.add_metric([outcome], count)
         yield family
+        packets = CounterMetricFamily("memlane_hot_cache_packets",
+                                      "Context packets through the shared hot cache: hits, misses, "
+                                      "and misses whose packet was kept for every instance.",
+                                      labels=["outcome"])
+        for outcome, count in self.mem.hot_packet_counts.items():
+            packets.add_metric([outcome], count)
+        yield packets
 
 
 class BusCollector(Collector):

@@ -305,9 +305,17 @@ def search(body: s.SearchIn, v: View) -> dict[str, Any]:
 
 @router.post("/sessions/{session_id}/context", tags=["recall"],
              responses={**_ERRORS, 501: {"description": "No context engine in this build"}})
-def context(session_id: SessionId, body: s.ContextIn, v: View) -> dict[str, Any]:
-    """The context packet for the next LLM call: sections, per-section token spend, messages."""
-    return packet_body(v.context(session_id, body.query, body.max_tokens, body.strategy))
+def context(session_id: SessionId, body: s.ContextIn, v: View, request: Request) -> dict[str, Any]:
+    """The context packet for the next LLM call: sections, per-section token spend, messages,
+    and its ``fingerprint`` (send it with the response-cache calls of this turn)."""
+    from memlane.context.packet import ContextPacket
+    from memlane.server.served_packets import served_packets
+
+    packet = v.context(session_id, body.query, body.max_tokens, body.strategy)
+    out = packet_body(packet)
+    if isinstance(packet, ContextPacket):
+        out["fingerprint"] = served_packets(request).keep(packet, v.session(session_id).tenant_id)
+    return out
 
 
 def packet_body(packet: Any) -> dict[str, Any]:

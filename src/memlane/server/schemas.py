@@ -504,7 +504,15 @@ class CacheLookupIn(_In):
     )
     model: Annotated[str, Field(min_length=1, max_length=MAX_ID)]
     semantic: bool = Field(True, description="Also take the answer of a paraphrase (calibrated threshold).")
-    max_tokens: TokenBudget = Field(4096, description="Budget of the context packet the model is sent.")
+    fingerprint: str | None = Field(
+        None, pattern=r"^pk1_[0-9a-f]{40}$",
+        description="The `fingerprint` of the context packet the model was sent (POST "
+                    "/v1/sessions/{id}/context returns it): that packet is used. Without it, or "
+                    "when the server no longer knows it, the server builds the packet from "
+                    "max_tokens and strategy.",
+    )
+    max_tokens: TokenBudget = Field(4096, description="Budget of the context packet the model is sent "
+                                                      "(when no known fingerprint is given).")
     strategy: Ident | None = None
 
 

@@ -169,6 +169,13 @@ class EventReads:
             for r in rows
         ]
 
+    def tenant_version(self, tenant_id: str) -> int:
+        """The tenant's data version (store/data_versions.py): it moves with every write a
+        context packet may read, in that write's transaction; 0 before the first."""
+        rows = self.read(f"SELECT version FROM tenant_versions WHERE tenant_id = {self._dialect.mark}",
+                         (tenant_id,))
+        return int(rows[0][0]) if rows else 0
+
     def last_event_id(self) -> int:
         """The newest event's id (0: none yet): where a reader that wants only new events starts."""
         # a pruned newest event still counts: "from now on" must not start behind it
@@ -188,6 +195,13 @@ class EventSource(Protocol):
     ) -> list[ChangeEvent]: ...
     def last_event_id(self) -> int: ...
     def pruned_through(self) -> int: ...
+
+
+@runtime_checkable
+class TenantVersions(Protocol):
+    """A store that versions each tenant's data (both SQL stores; store/data_versions.py)."""
+
+    def tenant_version(self, tenant_id: str) -> int: ...
 
 
 @runtime_checkable

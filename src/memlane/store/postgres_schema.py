@@ -30,6 +30,7 @@ Layout choices:
 
 from __future__ import annotations
 
+from memlane.store.data_versions import POSTGRES_SQL as DATA_VERSIONS_POSTGRES
 from memlane.store.session_scoping import scope_sessions_sql
 
 #: The text-search configuration of each language ``messages.lang`` may hold; a message
@@ -575,6 +576,8 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         CREATE INDEX notes_tsv ON notes USING gin (tsv) WITH (fastupdate = off);
         """,
     ),
+    # as SQLite migration 20: a counter per tenant moved by every write a packet may read
+    21: ("tenant data versions", DATA_VERSIONS_POSTGRES),
 }
 
 #: The migration the store completes in Python: judging the language of older notes.

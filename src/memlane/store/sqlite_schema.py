@@ -8,6 +8,7 @@ Numbers are reserved by area so parallel work does not collide:
 
 from __future__ import annotations
 
+from memlane.store.data_versions import SQLITE_SQL as DATA_VERSIONS_SQLITE
 from memlane.store.session_scoping import scope_sessions_sql
 
 MIGRATIONS: dict[int, tuple[str, str]] = {
@@ -571,4 +572,7 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         # instance's read can no longer leave an old window under the current key.
         "ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;",
     ),
+    # A counter per tenant moved by every write a context packet may read (summaries,
+    # state, notes, keyword index, vectors...): the shared hot cache keys packets by it.
+    20: ("tenant data versions", DATA_VERSIONS_SQLITE),
 }

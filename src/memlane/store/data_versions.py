@@ -1,0 +1,89 @@
+"""Per-tenant data versions: one counter per tenant that every write a context packet may
+read moves, in the write's own transaction (SQLite migration 20, PostgreSQL 21).
+
+A context packet reads far more than its session: summaries and the tracker's state
+(``derived``), long-term notes of the user and tenant, and the keyword and vector indexes
+that recall searches across the user's sessions. Background work (summaries, the keyword
+backlog, the embedder, the note promoter) writes those without a session version or a
+change event, so the shared hot cache keys a packet by its tenant's version instead
+(:mod:`memlane.hot_packets`): triggers on every table a packet reads bump it, whatever
+code path writes, so no writer can forget to. The version is never read for anything
+else; a packet built while it moved is not kept.
+
+Cost: one indexed upsert per written row, in the same transaction. On PostgreSQL the
+tenant's row is locked until COMMIT, so writers of one tenant commit one at a time (as
+event-writing transactions already do, migration 9).
+"""
+
+from __future__ import annotations
+
+__all__ = ["POSTGRES_SQL", "SQLITE_SQL"]
+
+#: (table, SQL giving the row's tenant from ``{row}`` (new/old), operations) of SQLite.
+_SQLITE_TABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("sessions", "VALUES ({row}.tenant_id, 1)", ("INSERT", "UPDATE", "DELETE")),
+    ("notes", "VALUES ({row}.tenant_id, 1)", ("INSERT", "UPDATE", "DELETE")),
+    ("messages", "SELECT tenant_id, 1 FROM sessions WHERE id = {row}.session_id", ("INSERT", "UPDATE", "DELETE")),
+    ("derived", "SELECT tenant_id, 1 FROM sessions WHERE id = {row}.session_id", ("INSERT", "UPDATE", "DELETE")),
+    ("turns", "SELECT tenant_id, 1 FROM sessions WHERE id = {row}.session_id", ("INSERT", "UPDATE", "DELETE")),
+    ("session_archive", "SELECT tenant_id, 1 FROM sessions WHERE id = {row}.session_id", ("INSERT", "DELETE")),
+    ("message_facets", "SELECT tenant_id, 1 FROM sessions WHERE id = {row}.session_id", ("INSERT", "DELETE")),
+    ("message_vectors",
+     "SELECT s.tenant_id, 1 FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id = {row}.message_id",
+     ("INSERT", "UPDATE", "DELETE")),
+)
+
+
+def _sqlite_sql() -> str:
+    out = [
+        "CREATE TABLE tenant_versions (tenant_id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL);",
+    ]
+    for table, source, operations in _SQLITE_TABLES:
+        for op in operations:
+            row = "old" if op == "DELETE" else "new"
+            select = source.format(row=row)
+            if select.startswith("VALUES"):
+                select = f"SELECT {select[len('VALUES ('):-1]} WHERE true"
+            # A row whose session went first (a cascade) finds no tenant: the session's own
+            # DELETE bumped it.
+            out.append(
+                f"CREATE TRIGGER data_version_{table}_{op.lower()} AFTER {op} ON {table} BEGIN "
+                f"INSERT INTO tenant_versions(tenant_id, version) {select} "
+                "ON CONFLICT(tenant_id) DO UPDATE SET version = version + 1; END;"
+            )
+    return "\n".join(out)
+
+
+SQLITE_SQL = _sqlite_sql()
+
+POSTGRES_SQL = """
+CREATE TABLE tenant_versions (tenant_id TEXT PRIMARY KEY, version BIGINT NOT NULL);
+CREATE FUNCTION memlane_data_version() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    row_tenant TEXT;
+    sid TEXT;
+BEGIN
+    IF TG_TABLE_NAME IN ('session_archive', 'message_facets') THEN
+        IF TG_OP = 'DELETE' THEN sid := OLD.session_id; ELSE sid := NEW.session_id; END IF;
+        SELECT tenant_id INTO row_tenant FROM sessions WHERE id = sid;
+    ELSIF TG_OP = 'DELETE' THEN row_tenant := OLD.tenant_id;
+    ELSE row_tenant := NEW.tenant_id;
+    END IF;
+    IF row_tenant IS NULL THEN RETURN NULL; END IF;
+    INSERT INTO tenant_versions AS t (tenant_id, version) VALUES (row_tenant, 1)
+        ON CONFLICT (tenant_id) DO UPDATE SET version = t.version + 1;
+    RETURN NULL;
+END $$;
+DO $$
+DECLARE tbl TEXT;
+BEGIN
+    FOREACH tbl IN ARRAY ARRAY['sessions', 'notes', 'messages', 'derived', 'turns', 'session_archive',
+                               'message_facets', 'message_vectors'] LOOP
+        -- message_vectors exists only where pgvector does (migration 2 is optional)
+        IF to_regclass(tbl) IS NOT NULL THEN
+            EXECUTE format('CREATE TRIGGER data_version AFTER INSERT OR UPDATE OR DELETE ON %I '
+                           'FOR EACH ROW EXECUTE FUNCTION memlane_data_version()', tbl);
+        END IF;
+    END LOOP;
+END $$;
+"""
