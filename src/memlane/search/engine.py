@@ -3,8 +3,10 @@
 Search runs in two stages, both cheap:
 
 1. Candidates: the best ``pool`` messages by BM25 (the store's full-text index) and the best
-   ``pool`` by vector similarity (the VectorIndex), both already filtered. Every candidate gets
-   both scores (a semantic similarity is looked up for keyword-only candidates).
+   ``pool`` by vector similarity (the VectorIndex), both already filtered, plus the replies to
+   the best few candidates that ask something (``replies``: an answer need not share a word
+   with the query when the question before it does). Every candidate gets both scores (a
+   semantic similarity is looked up for keyword-only candidates).
 2. Ranking: a weighted sum of normalised parts, each kept in ``SearchHit.scores``:
 
    * ``semantic`` — cosine similarity, scaled between the pool's floor and its best;
@@ -132,6 +134,21 @@ def _coverage(terms: set[str], text: str) -> float:
     return sum(1 for t in terms if t in text) / len(terms) if terms else 0.0
 
 
+def _passes(msg: Message, flt: MessageFilter) -> bool:
+    """Whether a message fetched by id (a candidate's neighbour, same session: same owners)
+    passes the message-level parts of the search filter."""
+    if msg.hidden and not flt.include_hidden:
+        return False
+    if flt.roles and msg.role not in flt.roles:
+        return False
+    if flt.authors and msg.author_id not in flt.authors and msg.author_name not in flt.authors:
+        return False
+    when = to_epoch(msg.created_at)
+    if flt.since is not None and when < to_epoch(flt.since):
+        return False
+    return flt.until is None or when <= to_epoch(flt.until)
+
+
 def near_duplicate_key(text: str) -> frozenset[str]:
     """The words of a text, for telling near-identical messages apart from merely similar."""
     return frozenset(words(text))
@@ -184,6 +201,12 @@ class RecallConfig:
     #: a query naming a date ("on 1 May, 2022", "in June") favours turns written then
     #: (search/dates.py)
     dated: float = 0.6
+    #: how many of the best candidate turns that ask something ("What genre is it?") bring
+    #: the other speaker's turn after them in as a candidate: the answer ("A mix of drama and
+    #: romance!") often shares no word with the query, the question does. The neighbour part
+    #: then scores it (LoCoMo R@10 .815 -> .817 over all five, no conversation lower; 20:
+    #: lower on one)
+    replies: int = 5
 
     def with_(self, **changes: float | int) -> RecallConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -368,11 +391,33 @@ class RecallEngine:
                 cand.semantic = sim
                 cand.semantic_rank = rank
             if mode == "hybrid":
+                # Measured with vectors only; keyword-only search keeps to turns with the words.
+                self._add_replies(found, flt, (config or self.config).replies)
                 unscored = [mid for mid, c in found.items() if c.semantic_rank is None]
                 if unscored:
                     for mid, sim in self.index.similarities(qvec, unscored).items():
                         found[mid].semantic = sim
         return list(found.values())
+
+    def _add_replies(self, found: dict[int, Candidate], flt: MessageFilter, count: int) -> None:
+        """Bring in the turn after each of the ``count`` best-placed candidates that ask
+        something, when it is the other speaker's reply and passes ``flt``."""
+        if count <= 0:
+            return
+        asking = sorted(
+            (c for c in found.values() if "?" in c.message.content and c.message.id is not None),
+            key=lambda c: min(c.keyword_rank if c.keyword_rank is not None else 1 << 30,
+                              c.semantic_rank if c.semantic_rank is not None else 1 << 30),
+        )[:count]
+        wanted = {c.message.id + 1: c.message for c in asking if c.message.id is not None}
+        wanted = {mid: q for mid, q in wanted.items() if mid not in found}
+        if not wanted:
+            return
+        for msg in self.store.get_messages(sorted(wanted)):
+            question = wanted[msg.id or 0]
+            if (msg.session_id == question.session_id and msg.role != question.role
+                    and msg.role in ("user", "assistant") and _passes(msg, flt)):
+                found[msg.id or 0] = Candidate(msg)
 
     def _attach_context(self, cands: Sequence[Candidate]) -> None:
         todo = [c for c in cands if c.context is None]
