@@ -110,7 +110,7 @@ MINILM_BATCH_TOKENS: Final = 384
 _MINILM_POSITIONS: Final = 512
 
 # One ONNX session and tokenizer per (files, settings), shared by every MiniLMEmbedder in
-# the process: a session holds ~90 MB once its int8 weights are folded to float32, and
+# the process: a session holds its weights and kernel buffers (tens of MB), and
 # several Memory objects in one process should not each pay for that.
 _MINILM_LOCK = threading.Lock()
 _MINILM_LOADED: dict[tuple[str, str, int, int, str], _LoadedMiniLM] = {}
