@@ -372,7 +372,8 @@ def test_topics_count_german_inflections_as_one_topic() -> None:
         Message(role="assistant", content="Dann prüfe ich den Server.", id=4),
     ]
     scores = dict(compute_topics(window))
-    # both forms are found in all three messages that name them (they differ only by the
-    # extractor's rank); with English plural stripping each counted its own form only
-    plural, singular = scores["Datenbanken"], scores["Datenbank"]
-    assert abs(plural - singular) / max(plural, singular) < 0.05, scores
+    # one topic, shown in one form (keyphrases group words by their German stems), found
+    # in all three messages that name it: 0.8 + 0.7 * 0.64 + 0.512 before the rank bonus.
+    # With English plural stripping each form was a topic of its own.
+    (form,) = [p for p in scores if p in ("Datenbanken", "Datenbank")]
+    assert scores[form] >= 0.8 + 0.7 * 0.64 + 0.512, scores

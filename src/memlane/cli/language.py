@@ -1,4 +1,4 @@
-"""Output of the language evaluations (``memlane eval references|topics|crosslingual|recall|promises``)."""
+"""Output of the language evaluations (``memlane eval references|topics|crosslingual|recall|promises|terms``)."""
 
 from __future__ import annotations
 
@@ -99,16 +99,36 @@ def print_promises_eval(file: Path | None, as_json: bool, misses: bool) -> None:
     if as_json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return
-    table = Table(title="Promises that open a loop (assistant messages)")
-    for col in ("group", "cases", "precision", "recall", "accuracy"):
-        table.add_column(col, no_wrap=True, justify="left" if col == "group" else "right")
-    for group, fig in result["figures"].items():
-        table.add_row(group, *(_fmt(fig[c]) for c in ("cases", "precision", "recall", "accuracy")))
-    console.print(table)
+    _print_groups("Promises that open a loop (assistant messages)", result["figures"],
+                  ("cases", "precision", "recall", "accuracy"))
     if misses:
         for m in result["misses"]:
             console.print(f"{m['id']} ({m['split']}) expected promise={m['expected']}: {m['text']!r}",
                           highlight=False, markup=False, width=400)
+
+
+def _print_groups(title: str, figures: dict[str, dict[str, Any]], cols: tuple[str, ...]) -> None:
+    """One row of ``cols`` per group of an evaluation's figures."""
+    table = Table(title=title)
+    for col in ("group", *cols):
+        table.add_column(col, no_wrap=True, justify="left" if col == "group" else "right")
+    for group, fig in figures.items():
+        table.add_row(group, *(_fmt(fig[c]) for c in cols))
+    console.print(table)
+
+
+def print_terms_eval(file: Path | None, as_json: bool, misses: bool) -> None:
+    from memlane.eval.terms import TOP_K, run_terms_eval
+
+    result = run_terms_eval(None if file is None else str(file))
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    _print_groups(f"Word forms: keyphrases (top {TOP_K}) and note slots", result["figures"],
+                  ("cases", "precision", "recall", "duplicates"))
+    if misses:
+        for m in result["misses"]:
+            console.print(f"{m['id']} ({m['split']}, {m['task']}): {m['got']}", highlight=False, markup=False, width=400)
 
 
 def print_response_cache_eval(file: Path | None, embedder: str, as_json: bool) -> None:

@@ -208,6 +208,18 @@ def _eval_promises(
     print_promises_eval(file, as_json, misses)
 
 
+@eval_app.command("terms")
+def _eval_terms(
+    file: Path | None = typer.Argument(None, help="JSONL of labelled keyphrase and slot cases (default: memlane's 64 EN/DE)."),
+    misses: bool = typer.Option(False, "--misses", help="List the cases judged wrongly."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Do word forms meet? Keyphrase recall/precision/duplicates and note-slot matching per language and split."""
+    from memlane.cli.language import print_terms_eval
+
+    print_terms_eval(file, as_json, misses)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning memlane errors into one line and an exit code."""
     command = typer.main.get_command(app)

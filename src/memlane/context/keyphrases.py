@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memlane import language
-from memlane.language import surface_words
+from memlane.language import Language, detect_language, stem, surface_words
 
 # Keyphrases stop at function words and at chat filler alike (one source: memlane.language).
 STOPWORDS_EN: frozenset[str] = language.STOPWORDS_EN | language.FILLER_EN
@@ -32,6 +32,7 @@ __all__ = [
     "extract_keyphrases",
     "normalize_term",
     "score_keyphrases",
+    "texts_language",
     "tokenize_words",
 ]
 
@@ -67,22 +68,22 @@ def tokenize_words(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def normalize_term(word: str) -> str:
-    """Lower-case and strip the commonest English plural/possessive endings.
-
-    Light on purpose: "groups" and "group" should meet, while a real stemmer
-    would also merge words the reader sees as different topics.
+def normalize_term(word: str, language: Language = "en") -> str:
+    """The form words are grouped by: lower-cased, possessive dropped, and the Snowball
+    stem in ``language`` (the language layer's, as the keyword index and topics use), so
+    "Datenbanken" meets "Datenbank" and "Fahrräder" "Fahrrad" as "databases" meets
+    "database". Only the grouping uses it; a phrase is shown as the text spelled it.
     """
     w = word.lower().replace("’", "'")
     if w.endswith("'s"):
         w = w[:-2]
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 4 and w.endswith(("ches", "shes", "sses", "xes")):
-        return w[:-2]
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
+    return stem(w, language)
+
+
+def texts_language(texts: Sequence[str]) -> Language:
+    """The language of a conversation's ``texts`` taken together (one judgement, so every
+    word of it is grouped by the same stemmer)."""
+    return detect_language(" ".join(t[:500] for t in texts[:40]))
 
 
 _GREETINGS = frozenset({"hey", "hi", "hello", "hiya", "thanks", "thank", "dear", "hallo", "danke"})
@@ -133,15 +134,17 @@ def _runs(texts: Iterable[str]) -> Iterable[tuple[list[str], list[bool]]]:
                 yield run, caps
 
 
-def score_keyphrases(texts: Sequence[str]) -> list[tuple[str, float]]:
-    """All candidate phrases with their scores, best first (ties broken alphabetically)."""
+def score_keyphrases(texts: Sequence[str], language: Language | None = None) -> list[tuple[str, float]]:
+    """All candidate phrases with their scores, best first (ties broken alphabetically);
+    word forms meet by their stems in ``language`` (the texts' own when None)."""
+    lng = language or texts_language(texts)
     candidates: dict[tuple[str, ...], _Candidate] = {}
     position = 0
     for run, caps in _runs(texts):
         for n in range(1, _MAX_NGRAM + 1):
             for start in range(0, len(run) - n + 1):
                 words = run[start : start + n]
-                key = tuple(normalize_term(w) for w in words)
+                key = tuple(normalize_term(w, lng) for w in words)
                 surface = " ".join(words)
                 cand = candidates.get(key)
                 if cand is None:
@@ -198,10 +201,11 @@ def extract_keyphrases(texts: Sequence[str], top_k: int = 8) -> list[str]:
         texts = [texts]
     if top_k <= 0:
         return []
+    lng = texts_language(texts)
     chosen: list[str] = []
     chosen_keys: list[tuple[str, ...]] = []
-    for surface, _score in score_keyphrases(texts):
-        key = tuple(normalize_term(w) for w in tokenize_words(surface))
+    for surface, _score in score_keyphrases(texts, lng):
+        key = tuple(normalize_term(w, lng) for w in tokenize_words(surface))
         if not key or any(_overlaps(key, other) for other in chosen_keys):
             continue
         chosen.append(surface)

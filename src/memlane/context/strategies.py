@@ -28,6 +28,7 @@ from memlane.context.keyphrases import normalize_term, tokenize_words
 from memlane.context.summaries import SummaryBlock, SummaryRecord, split_turns
 from memlane.context.window import message_tokens
 from memlane.errors import InvalidInputError, SessionNotFoundError
+from memlane.language import LANGUAGES
 from memlane.models import JSON, Message, Session
 from memlane.tokens import TokenCounter
 
@@ -310,7 +311,10 @@ def hybrid(ctx: StrategyContext) -> Selection:
 
 
 def _topic_key(topics: Sequence[str]) -> set[str]:
-    return {normalize_term(w) for t in topics for w in tokenize_words(t)}
+    """The topic words of a block as stems in each language ("Zelte" meets "Zelt" as
+    "tents" meets "tent"): a few words say too little to judge their language by, and a
+    context read need not load the language model for it."""
+    return {normalize_term(w, lng) for t in topics for w in tokenize_words(t) for lng in LANGUAGES}
 
 
 def topic_summaries(blocks: Sequence[SummaryBlock]) -> list[TopicSummary]:

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from memlane.context.keyphrases import (
     GENERIC_WORDS,
     STOPWORDS,
-    STOPWORDS_DE,
-    STOPWORDS_EN,
     normalize_term,
     score_keyphrases,
+    texts_language,
     tokenize_words,
 )
 from memlane.errors import InvalidInputError
+from memlane.language import Language, detect_language
 from memlane.models import Message
 from memlane.patterns import lazy_compile
 
@@ -410,13 +410,13 @@ _SECOND_PERSON_RE = lazy_compile(r"(?i)\b(?:you|your|you're|you've|yours)\b")
 _CONTENT_MIN = 2
 
 
-def _content_terms(text: str, names: frozenset[str]) -> list[str]:
+def _content_terms(text: str, names: frozenset[str], language: Language) -> list[str]:
     out: list[str] = []
     for word in tokenize_words(text):
         lw = word.lower()
         if lw in STOPWORDS or lw in GENERIC_WORDS or lw in names or len(lw) < 3:
             continue
-        out.append(normalize_term(lw))
+        out.append(normalize_term(lw, language))
     return out
 
 
@@ -427,24 +427,9 @@ class _Prepared:
     names: frozenset[str]
     input_words: int
     english: bool = True
+    language: Language = "en"
 
 
-_EN_ONLY = STOPWORDS_EN - STOPWORDS_DE
-_DE_ONLY = STOPWORDS_DE - STOPWORDS_EN
-
-
-def _looks_english(texts: Sequence[str]) -> bool:
-    """English unless German function words outnumber English ones.
-
-    The third-person rewrite knows English grammar only; other languages keep
-    their sentences and get a "Name: ..." attribution instead.
-    """
-    en = de = 0
-    for text in texts:
-        for word in _LOWER_WORD_RE.findall(text.lower()):
-            en += word in _EN_ONLY
-            de += word in _DE_ONLY
-    return en >= de
 
 
 # Intensifiers and hedges: they carry the speaker's tone, not the content, and a
@@ -573,7 +558,10 @@ def _prepare(messages: Sequence[Message], opts: ExtractiveSummarizer) -> _Prepar
     names = _name_forms(speakers, texts)
     people = _People(names)
     common = frozenset(w for t in texts for w in _LOWER_WORD_RE.findall(t))
-    english = _looks_english(texts)
+    # The third-person rewrite knows English grammar only; other languages keep their
+    # sentences and get a "Name: ..." attribution instead. Words meet by their stems in it.
+    language = texts_language(texts)
+    english = language == "en"
     sentences: list[SummarySentence] = []
     input_words = 0
     previous_other: dict[str, str] = {}  # speaker -> who spoke last before them
@@ -595,7 +583,7 @@ def _prepare(messages: Sequence[Message], opts: ExtractiveSummarizer) -> _Prepar
             stripped = _strip_vocatives(raw, people)
             if not stripped:
                 continue
-            terms = _content_terms(stripped, names)
+            terms = _content_terms(stripped, names, language)
             question = stripped.rstrip().endswith("?")
             rewritten = _compose(
                 stripped,
@@ -625,7 +613,7 @@ def _prepare(messages: Sequence[Message], opts: ExtractiveSummarizer) -> _Prepar
             if not cap.lower().startswith(("a photo", "an image", "a picture", "photo")):
                 cap = f"a photo of {cap}"
             text_c = f"{speaker} shared {cap}."
-            terms = _content_terms(cap, names)
+            terms = _content_terms(cap, names, language)
             sentences.append(
                 SummarySentence(
                     text=text_c,
@@ -638,7 +626,7 @@ def _prepare(messages: Sequence[Message], opts: ExtractiveSummarizer) -> _Prepar
                     weight=0.8,
                 )
             )
-    return _Prepared(sentences, speakers, names, input_words, english)
+    return _Prepared(sentences, speakers, names, input_words, english, language)
 
 
 def _disclosure(raw: str, weights: RankWeights) -> float:
@@ -734,14 +722,14 @@ def _textrank(sentences: list[SummarySentence]) -> np.ndarray[Any, np.dtype[np.f
     return result
 
 
-def _keyphrase_weights(sentences: list[SummarySentence]) -> dict[tuple[str, ...], float]:
-    scored = score_keyphrases([s.source or s.text for s in sentences])[:20]
+def _keyphrase_weights(sentences: list[SummarySentence], language: Language) -> dict[tuple[str, ...], float]:
+    scored = score_keyphrases([s.source or s.text for s in sentences], language)[:20]
     if not scored:
         return {}
     top = scored[0][1]
     out: dict[tuple[str, ...], float] = {}
     for surface, score in scored:
-        key = tuple(normalize_term(w) for w in tokenize_words(surface))
+        key = tuple(normalize_term(w, language) for w in tokenize_words(surface))
         out[key] = score / top
     return out
 
@@ -751,7 +739,7 @@ def _rank(prepared: _Prepared, w: RankWeights) -> list[SummarySentence]:
     graph = [s for s in sentences if s.terms]
     if not graph:
         return []
-    kp = _keyphrase_weights(graph)
+    kp = _keyphrase_weights(graph, prepared.language)
     # Term lists are order-preserving, so the keyphrase match below is stable.
     term_lists = {id(s): list(s.terms) for s in graph}
     _tfidf(graph)
@@ -1058,8 +1046,9 @@ class RollingSummary:
         self._kept = []
         self._blocks = 0
         n = len(sentences)
+        language = detect_language(summary)
         for i, text in enumerate(sentences):
-            terms = _content_terms(text, frozenset())
+            terms = _content_terms(text, frozenset(), language)
             sentence = SummarySentence(
                 text=text, speaker="", order=i, terms={t: 1.0 for t in terms}, words=len(text.split())
             )

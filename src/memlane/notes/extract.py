@@ -25,6 +25,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from memlane.context.keyphrases import STOPWORDS, normalize_term
@@ -42,6 +43,7 @@ __all__ = [
     "find_urls",
     "object_key",
     "slot_key",
+    "slot_object",
     "split_sentences",
 ]
 
@@ -159,8 +161,9 @@ def _clean_value(raw: str, *, cut_clauses: bool = True) -> str:
     return value
 
 
-def _head(value: str, max_words: int = 3) -> str:
-    """The object's head for a slot: articles dropped, cut at the first preposition."""
+def _head(value: str, max_words: int = 3, language: Language = "en") -> str:
+    """The object's head for a slot: articles dropped, cut at the first preposition, each
+    word as :func:`normalize_term` groups it in ``language`` ("Katzen", "Katze": "katz")."""
     words = [w.strip(".,!?\"'()") for w in value.split()]
     while words and words[0].lower() in _ARTICLES:
         words = words[1:]
@@ -171,11 +174,13 @@ def _head(value: str, max_words: int = 3) -> str:
         out.append(w)
         if len(out) >= max_words:
             break
-    return " ".join(normalize_term(w) for w in out if w)
+    return " ".join(normalize_term(w, language) for w in out if w)
 
 
-def slot_key(prefix: str, value: str) -> str:
-    return f"{prefix}:{_head(value) or value.strip().lower()}"
+def slot_key(prefix: str, value: str, language: Language = "en") -> str:
+    """The slot of a note about ``value`` (a statement in ``language``): a later note in the
+    same slot supersedes it, whichever word form it used."""
+    return f"{prefix}:{_head(value, language=language) or value.strip().lower()}"
 
 
 # Everyday objects of likes and dislikes, German -> English, so "Ich trinke lieber Kaffee"
@@ -196,20 +201,41 @@ _DE_EN_OBJECTS = {
 }
 
 
-def object_key(value: str | None) -> str:
+@lru_cache(maxsize=1)
+def _de_en_stems() -> dict[str, str]:
+    """_DE_EN_OBJECTS by German stem, to the English word's grouping form."""
+    return {normalize_term(de, "de"): normalize_term(en, "en") for de, en in _DE_EN_OBJECTS.items()}
+
+
+def object_key(value: str | None, language: str | None = "en") -> str:
     """What a preference is about, language-neutral: the value's head, German mapped to English.
 
     The gate compares these across slots: "My favourite drink is tea" and "I don't like tea"
-    are about the same object, "tea", with opposite polarity.
+    are about the same object, "tea", with opposite polarity; ``language`` is the
+    statement's ("de" groups "Katzen" with "Katze", and "Kaffee" meets "coffee").
     """
-    return " ".join(_DE_EN_OBJECTS.get(w, w) for w in _head(value or "").split())
+    lng: Language = "de" if language == "de" else "en"
+    return _object(_head(value or "", language=lng), lng)
+
+
+def slot_object(slot: str, language: str | None = "en") -> str:
+    """:func:`object_key` of the value a slot key was made from ("pref:katz" -> "cat"):
+    its words are grouping forms already, which a second stemming could change."""
+    return _object(slot.split(":", 1)[-1], "de" if language == "de" else "en")
+
+
+def _object(head: str, language: Language) -> str:
+    if language != "de":
+        return head
+    table = _de_en_stems()
+    return " ".join(table.get(w, w) for w in head.split())
 
 
 _MY = lazy_compile(r"\bmy\b", re.IGNORECASE)
 
 
-def _norm_text(text: str) -> str:
-    return " ".join(normalize_term(w) for w in words(text) if w not in _ARTICLES)
+def _norm_text(text: str, language: Language = "en") -> str:
+    return " ".join(normalize_term(w, language) for w in words(text) if w not in _ARTICLES)
 
 
 def _is_pronoun(value: str) -> bool:
@@ -513,32 +539,32 @@ class RuleExtractor:
         if m:
             obj = _clean_value(m["obj1"] or m["obj2"] or m["obj3"] or "")
             phrase = f"{name} hasst {obj}." if m["hate"] else f"{name} mag {obj} nicht."
-            add(phrase, "preference", slot_key("pref", obj), obj, polarity=-1, base=0.6, sentence=s, lang="de")
+            add(phrase, "preference", slot_key("pref", obj, "de"), obj, polarity=-1, base=0.6, sentence=s, lang="de")
         else:
             m = _DE_POS.search(s)
             if m and not re.search(r"\b(?:möchte|würde)\b", s, re.IGNORECASE):
                 raw = m["obj"]
                 other = re.search(r"\b(?:als|statt|anstatt|nicht)\s+(?P<o>[^.!?,]+)", raw, re.IGNORECASE)
                 obj = _clean_value(raw[: other.start()] if other else raw)
-                negates = [slot_key("pref", _clean_value(other["o"]))] if other else []
+                negates = [slot_key("pref", _clean_value(other["o"]), "de")] if other else []
                 verb = m["verb"].lower()
                 if verb.startswith(("trinke", "esse", "höre", "lese", "spiele", "sehe")) or verb == "bevorzuge" or other:
                     text = f"{name} mag {obj} lieber." if "lieber" in verb or other or verb == "bevorzuge" else f"{name} mag {obj}."
                 else:
                     text = f"{name} {'liebt' if verb == 'liebe' else 'mag'} {obj}."
-                add(text, "preference", slot_key("pref", obj), obj, base=0.6, sentence=s,
+                add(text, "preference", slot_key("pref", obj, "de"), obj, base=0.6, sentence=s,
                     negates=negates, lang="de",
                     comparative="lieber" in verb or "liebsten" in verb or verb == "bevorzuge" or bool(other))
         m = _DE_FAV.search(s)
         if m:
             cat, val = m["cat"].lower(), _clean_value(m["val"])
-            add(f"{poss} Lieblings{cat} ist {val}.", "preference", f"fav:{normalize_term(cat)}", val,
+            add(f"{poss} Lieblings{cat} ist {val}.", "preference", f"fav:{normalize_term(cat, 'de')}", val,
                 base=0.65, sentence=s, lang="de")
         else:
             m = _DE_ATTR.search(s)
             if m and m["attr"].lower() not in _ATTR_STOP and not m["attr"].lower().startswith("lieblings"):
                 attr, val = m["attr"], _clean_value(m["val"])
-                add(f"{poss} {attr} ist {val}.", "fact", f"attr:{normalize_term(attr)}", val,
+                add(f"{poss} {attr} ist {val}.", "fact", f"attr:{normalize_term(attr, 'de')}", val,
                     base=0.6, sentence=s, lang="de")
         m = _DE_NAME.search(s)
         if m:
@@ -559,18 +585,18 @@ class RuleExtractor:
         m = _DE_ALLERGY.search(s)
         if m:
             val = _clean_value(m["val"])
-            add(f"{name} ist allergisch gegen {val}.", "fact", slot_key("allergy", val), val,
+            add(f"{name} ist allergisch gegen {val}.", "fact", slot_key("allergy", val, "de"), val,
                 base=0.8, sentence=s, lang="de")
         m = _DE_DECISION.search(s)
         if m:
             val = _clean_value(m["val"], cut_clauses=False)
-            add(f"Beschluss ({name}): {val}.", "decision", f"decision:{_norm_text(val)}", val,
+            add(f"Beschluss ({name}): {val}.", "decision", f"decision:{_norm_text(val, 'de')}", val,
                 base=0.7, sentence=s, lang="de")
         m = _DE_COMMIT.search(s)
         if m:
             val = _clean_value(m["val"], cut_clauses=False)
             if len(val.split()) >= 2:
-                add(f"{name} wird {val}.", "commitment", f"commit:{_norm_text(val)}", val,
+                add(f"{name} wird {val}.", "commitment", f"commit:{_norm_text(val, 'de')}", val,
                     base=0.6, sentence=s, lang="de")
 
 
@@ -760,7 +786,7 @@ def parse_llm_notes(reply: str, users: Sequence[Message], ctx: ExtractionContext
             NoteCandidate(
                 text=text.strip(), kind=kind, user_id=uid, source_ids=[msg.id or 0],
                 session_id=ctx.session_id, author_id=msg.author_id, author_name=name,
-                slot=slot or f"{kind}:{_norm_text(text)}", value=value,
+                slot=slot or f"{kind}:{_norm_text(text, detect_language(text))}", value=value,
                 polarity=-1 if item.get("polarity") == -1 else 1, importance=importance,
                 entities=_entities(msg.content), valid_from=msg.created_at, origin="llm",
             )

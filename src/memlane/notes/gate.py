@@ -28,7 +28,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 from memlane.language import words
-from memlane.notes.extract import object_key
+from memlane.notes.extract import object_key, slot_object
 from memlane.notes.models import Note, NoteCandidate, WriteOutcome
 from memlane.notes.store import NoteFilter, NoteStore
 
@@ -120,10 +120,11 @@ class PromotionGate:
 
     def _by_object(self, cand: NoteCandidate, tenant_id: str, seen: set[int | None]) -> tuple[list[Note], list[Note]]:
         """Current preferences of the same person about the same objects: (duplicates, contradicted)."""
-        obj = object_key(cand.value)
+        lang = cand.metadata.get("lang")
+        obj = object_key(cand.value, lang)
         if cand.kind != "preference" or cand.user_id is None or not obj:
             return [], []
-        against = {object_key(s.split(":", 1)[-1]) for s in cand.negates} - {""}
+        against = {slot_object(s, lang) for s in cand.negates} - {""}
         ranks = bool(cand.metadata.get("comparative"))
         flt = NoteFilter(tenant_id=tenant_id, user_id=cand.user_id, kind="preference")
         dupes: list[Note] = []
@@ -131,7 +132,7 @@ class PromotionGate:
         for note in self.notes.list_notes(flt, limit=1000):
             if note.id in seen:
                 continue
-            other = object_key(note.value)
+            other = object_key(note.value, note.metadata.get("lang"))
             if other == obj and note.polarity != cand.polarity:
                 contradicted.append(note)  # "likes tea" vs "does not like tea"
             elif note.polarity > 0 and other in against:
@@ -165,7 +166,7 @@ class PromotionGate:
             entities=list(cand.entities),
             # What a ranking turned down, kept so a later change of mind can overturn it.
             metadata={**cand.metadata, **({"against": sorted(
-                {object_key(s.split(":", 1)[-1]) for s in cand.negates} - {""})} if cand.negates else {})},
+                {slot_object(s, cand.metadata.get("lang")) for s in cand.negates} - {""})} if cand.negates else {})},
             origin=cand.origin,
             valid_from=cand.valid_from,
             source_ids=list(cand.source_ids),
