@@ -121,3 +121,25 @@ def test_background_writes_move_the_tenant_version_and_nothing_else(tmp_path: Pa
         store.put_derived(sid, "summary", {"text": "x"})
         assert store.tenant_version("acme") == settled + 1
         assert store.tenant_version("default") == other
+
+
+@pytest.mark.postgres
+def test_postgres_vectors_made_after_the_data_versions_still_move_them(pg_url: str) -> None:
+    """pgvector is optional (migration 2 is retried at each start): a store that gets it after
+    the data versions were made gets the trigger on message_vectors then."""
+    from memlane.store.postgres import PostgresStore
+
+    def without_vectors(conn: Any) -> None:  # as a server without pgvector would have left it
+        conn.execute("DROP TABLE message_vectors, vector_meta")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 2")
+
+    store = PostgresStore(pg_url)
+    store.write(without_vectors)
+    store.close()
+    store = PostgresStore(pg_url)  # migration 2 runs now, after the data versions
+    try:
+        found = store.read("SELECT count(*) FROM pg_trigger WHERE tgname = 'data_version' "
+                           "AND tgrelid = 'message_vectors'::regclass")
+        assert found[0][0] == 1
+    finally:
+        store.close()

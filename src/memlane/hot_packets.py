@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -63,7 +63,8 @@ def _code_version() -> str:
 
 
 def _settings_digest(settings: Settings) -> str:
-    return hashlib.sha256(json.dumps(asdict(settings), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    # repr names every field and its value (asdict's deep copy cost ~1.5 ms per packet)
+    return hashlib.sha256(repr(settings).encode()).hexdigest()[:16]
 
 
 @dataclass(slots=True)

@@ -10,6 +10,9 @@ change event, so the shared hot cache keys a packet by its tenant's version inst
 code path writes, so no writer can forget to. The version is never read for anything
 else; a packet built while it moved is not kept.
 
+On PostgreSQL, ``message_vectors`` exists only where pgvector does; a store that gets the
+extension later gets the trigger when the vectors migration runs (store/postgres.py).
+
 Cost: one indexed upsert per written row, in the same transaction. On PostgreSQL the
 tenant's row is locked until COMMIT, so writers of one tenant commit one at a time (as
 event-writing transactions already do, migration 9).
@@ -17,7 +20,7 @@ event-writing transactions already do, migration 9).
 
 from __future__ import annotations
 
-__all__ = ["POSTGRES_SQL", "SQLITE_SQL"]
+__all__ = ["POSTGRES_SQL", "POSTGRES_VECTORS_TRIGGER", "SQLITE_SQL"]
 
 #: (table, SQL giving the row's tenant from ``{row}`` (new/old), operations) of SQLite.
 _SQLITE_TABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -86,4 +89,11 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+"""
+
+#: For a store whose pgvector arrived after its data versions (migration 2 is optional and
+#: retried at each start): the trigger the data-versions migration could not make then.
+POSTGRES_VECTORS_TRIGGER = """
+CREATE TRIGGER data_version AFTER INSERT OR UPDATE OR DELETE ON message_vectors
+    FOR EACH ROW EXECUTE FUNCTION memlane_data_version();
 """

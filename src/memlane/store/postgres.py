@@ -53,6 +53,7 @@ from memlane.models import (
     utcnow,
 )
 from memlane.store.base import KeywordHit, TurnRecord
+from memlane.store.data_versions import POSTGRES_VECTORS_TRIGGER
 from memlane.store.erase import EraseCounts, EraseRequest, erase_rows
 from memlane.store.erasure_check import ErasureChecks
 from memlane.store.health import PG_TABLES, StoreHealth, delete_orphans_sql, postgres_health
@@ -71,11 +72,13 @@ from memlane.store.pg_rows import (
 from memlane.store.pg_search import EXACT_STATS_BELOW, Bm25Index, fts5_idf, tsquery_literal
 from memlane.store.postgres_schema import (
     COMPOUND_PARTS,
+    DATA_VERSIONS,
     KEYWORD_INDEXES,
     MIGRATIONS,
     NOTE_LANGUAGES,
     OPTIONAL,
     PARTS_MAX_CHARS,
+    VECTORS,
 )
 from memlane.store.records import SqlRecords
 from memlane.store.rows import BUMP_VERSION, encode_item
@@ -368,6 +371,8 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
                     continue
                 name, script = MIGRATIONS[version]
                 conn.execute(script.encode())  # several statements: simple query protocol
+                if version == VECTORS and DATA_VERSIONS in done:  # pgvector came after the versions
+                    conn.execute(POSTGRES_VECTORS_TRIGGER.encode())
                 if version == NOTE_LANGUAGES:
                     while _judge_languages(conn, "notes", "text"):
                         pass

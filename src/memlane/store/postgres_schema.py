@@ -580,6 +580,9 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
     21: ("tenant data versions", DATA_VERSIONS_POSTGRES),
 }
 
+#: The per-tenant data versions (store/data_versions.py).
+DATA_VERSIONS = 21
+
 #: The migration the store completes in Python: judging the language of older notes.
 NOTE_LANGUAGES = 17
 #: The migration the store completes in Python: the compound parts of older German rows.
@@ -592,6 +595,8 @@ PARTS_MAX_CHARS = 100_000
 #: server cannot provide it, instead of failing the whole store. Nothing later may
 #: depend on them.
 OPTIONAL: dict[int, str] = {2: "vector", 6: "btree_gin"}
+#: The migration that makes ``message_vectors`` (pgvector).
+VECTORS = 2
 
 #: The GIN index over messages.tsv: the tenant-prefixed one of migration 6 where
 #: btree_gin exists, else the plain one of migration 1 (the first that exists wins).
