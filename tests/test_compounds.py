@@ -161,3 +161,18 @@ def test_postgres_rows_written_before_migration_19_get_their_parts_on_upgrade(pg
             again.close()
     finally:
         pg_server.drop_database(name)
+
+
+def test_word_frequencies_by_bisection_equal_the_dictionary() -> None:
+    # the shipped file is searched in place for a process's first words, then as a dictionary
+    from importlib import resources
+
+    from memlane.compounds import WORDS_DE, WordFrequencies
+
+    data = resources.files("memlane").joinpath("data", WORDS_DE).read_bytes()
+    in_place, as_dict = WordFrequencies(data, dict_after=10**9), WordFrequencies(data, dict_after=0)
+    table = as_dict.as_dict()
+    assert len(table) > 90_000
+    words = [*list(table)[::37], "aaa", "aaaa", "zzzzzz", "", "#", "die\tx", "datenbankx", "škoda"]
+    assert [in_place.get(w) for w in words] == [table.get(w, 0.0) for w in words]
+    assert in_place.get("datenbank") > 3 and in_place.get("xyzzyqq") == 0.0

@@ -243,3 +243,4 @@ def test_bench_stems_times_both_sides_on_the_same_messages() -> None:
     for side in ("cold", "warm"):
         assert result[side]["with_parts"]["p50_us"] > 0 and result[side]["without_parts"]["p50_us"] > 0
     assert "+" in format_table(result) and result["words_per_message"] > 3
+    assert result["words_de_dict_ms"] > 0 and result["dict_after_lookups"] > 0

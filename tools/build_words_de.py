@@ -25,8 +25,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("src/memlane/data/words_de.txt"))
     args = ap.parse_args()
     rows = [(w, zipf_frequency(w, "de")) for w in top_n_list("de", args.words) if w.isalpha() and len(w) >= 3]
+    # Sorted as memlane.sorted_table searches it (by "word\t" as UTF-8 bytes): a process
+    # looks its first words up in place instead of building a dictionary of all of them.
+    rows.sort(key=lambda row: (row[0] + "\t").encode())
     with args.out.open("w", encoding="utf-8") as out:
-        out.write(f"# {len(rows)} most frequent German words of wordfreq with Zipf frequency. tools/build_words_de.py\n")
+        out.write(f"# {len(rows)} most frequent German words of wordfreq with Zipf frequency, sorted by word "
+                  "(UTF-8 bytes) for memlane.sorted_table. tools/build_words_de.py\n")
         for w, z in rows:
             out.write(f"{w}\t{z:.2f}\n")
 

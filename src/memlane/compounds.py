@@ -6,17 +6,21 @@ the geometric mean, more frequent than the whole word (Koehn & Knight 2003, "Emp
 Methods for Compound Splitting"), with the linking elements German puts between parts
 ("Lieblings|farbe", "Arbeit|s|platz"). The frequencies are wordfreq's, shipped as
 ``data/words_de.txt`` (built once by ``tools/build_words_de.py``), so nothing is
-downloaded and a split never depends on what a store holds.
+downloaded and a split never depends on what a store holds. The file is sorted by word and
+looked up in place (memlane.sorted_table) until a process has asked enough to make a
+dictionary of it worthwhile, so the first German message does not pay for all 98,000 words.
 """
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from importlib import resources
 
+from memlane.sorted_table import SortedTable
 from memlane.stopwords import STOPWORDS
 
-__all__ = ["WORDS_DE", "compound_parts", "zipf_de"]
+__all__ = ["WORDS_DE", "WordFrequencies", "compound_parts", "word_frequencies", "zipf_de"]
 
 WORDS_DE = "words_de.txt"
 #: Shorter words are rarely compounds, and their splits are mostly accidents ("Bei|spiel" is fine, "Ab|end" is not).
@@ -29,20 +33,55 @@ MIN_HEAD = 4
 LINKS = ("", "s", "es", "n", "en", "e", "er")
 
 
+#: Lookups answered from the sorted file before the dictionary is built: a bisection costs
+#: a few microseconds, the dictionary of all 98,000 words ~100 ms once. A process that
+#: splits a few messages' words never builds it; one that indexes many pays it after
+#: about as much time went into bisections (so never more than twice the better choice).
+DICT_AFTER = 20_000
+
+
+class WordFrequencies:
+    """Zipf frequencies from a sorted ``word\tzipf`` file: bisection in place for the first
+    ``dict_after`` lookups, a dictionary after that."""
+
+    def __init__(self, data: bytes, dict_after: int = DICT_AFTER) -> None:
+        self._table = SortedTable(data)
+        self._dict: dict[str, float] | None = None
+        self._dict_after = dict_after
+        self._lookups = 0
+        self._lock = threading.Lock()
+
+    def get(self, word: str) -> float:
+        found = self._dict
+        if found is not None:
+            return found.get(word, 0.0)
+        self._lookups += 1  # not exact across threads; it only decides when to build the dictionary
+        if self._lookups > self._dict_after:
+            return self.as_dict().get(word, 0.0)
+        value = self._table.get(word) if "\t" not in word and "\n" not in word else None
+        return 0.0 if value is None else float(value)
+
+    def as_dict(self) -> dict[str, float]:
+        """Every word's frequency (built on the first call; later lookups use it)."""
+        with self._lock:
+            if self._dict is None:
+                text = self._table.data.decode("utf-8")
+                body = text.split("\n", 1)[1] if text.startswith("#") else text  # one header line
+                fields = iter(body.split())  # word, zipf, word, zipf, ...
+                self._dict = dict(zip(fields, map(float, fields), strict=False))
+            return self._dict
+
+
 @lru_cache(maxsize=1)
-def _frequencies() -> dict[str, float]:
-    text = resources.files("memlane").joinpath("data", WORDS_DE).read_text("utf-8")
-    # The first German message a process stores splits its compounds (the keyword index
-    # holds their parts): one split() and zip() over the file, not a loop per line, keeps
-    # that first write from paying for 98,000 Python-level line splits.
-    body = text.split("\n", 1)[1] if text.startswith("#") else text  # one header line
-    fields = iter(body.split())  # word, zipf, word, zipf, ...
-    return dict(zip(fields, map(float, fields), strict=False))
+def word_frequencies() -> WordFrequencies:
+    """The shipped German word frequencies (one per process)."""
+    # shipped sorted by word (tools/build_words_de.py): read as bytes, ~1 ms
+    return WordFrequencies(resources.files("memlane").joinpath("data", WORDS_DE).read_bytes())
 
 
 def zipf_de(word: str) -> float:
     """The Zipf frequency of a lower-cased German word (0.0 when it is not among the shipped words)."""
-    return _frequencies().get(word, 0.0)
+    return word_frequencies().get(word)
 
 
 def _modifier(text: str) -> tuple[str, float] | None:
