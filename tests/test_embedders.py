@@ -285,6 +285,8 @@ def test_minilm_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
     missing = tmp_path / "nope.onnx"
     with pytest.raises(EmbedderError, match=re.escape(str(missing))):
         MiniLMEmbedder(model_path=missing).embed(["x"])
+    with pytest.raises(EmbedderError, match=re.escape(str(missing))):
+        MiniLMEmbedder(model_path=missing).load()  # loading early reports the same
 
 
 def _locomo_turns_and_questions(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -87,18 +87,23 @@ def _assert_vectors_match_documents(store: SQLiteStore, index: SQLiteVectorIndex
         assert index.similarities(expected, [msg_id])[msg_id] == pytest.approx(1.0, abs=1e-5)
 
 
-def test_backlog_is_embedded_in_chunks_of_the_batch_size(
-    db: tuple[SQLiteStore, SQLiteVectorIndex, list[int]],
-) -> None:
-    store, index, ids = db
-    embedder = GatedEmbedder()
-    embedder.gate.set()
+def _index_everything(store: SQLiteStore, index: SQLiteVectorIndex, embedder: Embedder) -> None:
+    """Claim the index for ``embedder``, then embed the whole backlog with a fresh indexer."""
     check_model(index, model_info(embedder))
     indexer = Indexer(store, index, embedder)
     try:
         assert indexer.flush()
     finally:
         indexer.close()
+
+
+def test_backlog_is_embedded_in_chunks_of_the_batch_size(
+    db: tuple[SQLiteStore, SQLiteVectorIndex, list[int]],
+) -> None:
+    store, index, ids = db
+    embedder = GatedEmbedder()
+    embedder.gate.set()
+    _index_everything(store, index, embedder)
     assert embedder.calls == [DEFAULT_BATCH, len(ids) - DEFAULT_BATCH]
     assert index.count() == len(ids)
     _assert_vectors_match_documents(store, index, ids)
@@ -229,3 +234,50 @@ def test_messages_written_during_a_backlog_scan_are_embedded_once(
     assert sum(embedder.calls) == len(ids), embedder.calls
     assert index.count() == len(ids)
     _assert_vectors_match_documents(store, index, ids)
+
+
+class LoadingEmbedder(GatedEmbedder):
+    """Records when load() runs relative to embed(); ``fail`` makes load() raise."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__()
+        self.gate.set()
+        self.fail = fail
+        self.events: list[str] = []
+
+    def load(self) -> None:
+        self.events.append("load")
+        if self.fail:
+            raise OSError("model file unreadable")
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.events.append("embed")
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_worker_loads_the_model_before_its_first_batch(
+    db: tuple[SQLiteStore, SQLiteVectorIndex, list[int]], fail: bool,
+) -> None:
+    # The model starts on the worker as soon as background work starts (while a first
+    # search reads keywords), once; a load that fails leaves embedding to report it.
+    store, index, ids = db
+    embedder = LoadingEmbedder(fail=fail)
+    _index_everything(store, index, embedder)
+    assert embedder.events == ["load", "embed", "embed"]
+    assert index.count() == len(ids)
+
+
+def test_an_embedder_without_load_still_indexes(db: tuple[SQLiteStore, SQLiteVectorIndex, list[int]]) -> None:
+    # Embedders written before load() existed (duck-typed, not subclassing the port).
+    store, index, ids = db
+
+    class Bare:
+        model_id = HashingEmbedder().model_id
+        dimension = HashingEmbedder().dimension
+
+        def embed(self, texts: Sequence[str]) -> Vectors:
+            return HashingEmbedder().embed(texts)
+
+    _index_everything(store, index, Bare())  # type: ignore[arg-type]
+    assert index.count() == len(ids)

@@ -404,7 +404,11 @@ def _fresh_process(
 ) -> dict[str, Any]:
     """First search, per-share latency and memory in a new Python process (see
     :mod:`memlane.bench_search_process`)."""
-    return _run_fresh(work, {"db": str(db), "embedder": embedder_spec, "queries": queries, "shares": shares})
+    job = {"db": str(db), "embedder": embedder_spec, "queries": queries, "shares": shares}
+    figures = _run_fresh(work, job)
+    # Another fresh process, searching at once without warming the model up first.
+    figures["unwarmed"] = _run_fresh(work, {**job, "unwarmed": True})
+    return figures
 
 
 def _run_fresh(work: Path, job: dict[str, Any]) -> dict[str, Any]:

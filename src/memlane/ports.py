@@ -479,6 +479,14 @@ class Embedder(Protocol):
 
         return np.asarray(self.embed([text])[0], dtype=np.float32)
 
+    def load(self) -> None:
+        """Get ready to embed (load the model) now instead of on the first call.
+
+        The indexer calls it when background work starts, so a search that follows does not
+        wait for the whole model start. The default does nothing (nothing to load).
+        """
+        return None
+
 
 # ---------------------------------------------------------------------------- response cache
 

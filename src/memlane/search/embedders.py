@@ -341,6 +341,11 @@ class MiniLMEmbedder(Embedder):
     def model_id(self) -> str:
         return self._model_id
 
+    def load(self) -> None:
+        """Import onnxruntime and tokenizers and open the model now (thread-safe; once per
+        process for each set of files and settings)."""
+        self._loaded()
+
     def _loaded(self) -> _LoadedMiniLM:
         model_path = self._model_path or _default_model_path()
         tokenizer_path = self._tokenizer_path or _default_tokenizer_path()

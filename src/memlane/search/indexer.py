@@ -174,7 +174,21 @@ class Indexer:
                 wait = None if due is None else max(0.0, due - time.monotonic())
                 self._cond.wait(wait if wait is not None else 1.0)
 
+    def _load_model(self) -> None:
+        # Background work starts on a process's first search (or context read, flush, a
+        # server's start): the model's start (imports, ONNX session: ~0.25 s) then runs here
+        # while that search reads keywords in SQLite, instead of after them on the caller's
+        # thread; a process that only writes never starts this worker, so never loads it.
+        load = getattr(self.embedder, "load", None)  # user embedders may predate load()
+        if not callable(load):
+            return
+        try:
+            load()
+        except Exception:  # the first embed reports it (retried from the backlog) or the search raises it
+            log.debug("memlane indexer: loading the embedder failed", exc_info=True)
+
     def _run(self) -> None:
+        self._load_model()
         while True:
             work = self._next_work()
             if work is None:
