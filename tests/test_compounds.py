@@ -176,3 +176,15 @@ def test_word_frequencies_by_bisection_equal_the_dictionary() -> None:
     words = [*list(table)[::37], "aaa", "aaaa", "zzzzzz", "", "#", "die\tx", "datenbankx", "škoda"]
     assert [in_place.get(w) for w in words] == [table.get(w, 0.0) for w in words]
     assert in_place.get("datenbank") > 3 and in_place.get("xyzzyqq") == 0.0
+
+
+def test_an_english_query_never_looks_up_german_word_frequencies() -> None:
+    from memlane.compounds import word_frequencies
+
+    word_frequencies.cache_clear()
+    compound_parts.cache_clear()
+    assert "paint" in keyword_terms("what did Caroline say about the understanding of paintings")
+    # none read: after 20,000 lookups they become a ~23 MB dictionary English users never need
+    assert word_frequencies.cache_info().currsize == 0
+    assert {"strom", "rechnung"} <= set(keyword_terms("Wie hoch war die Stromrechnung?"))
+    assert word_frequencies.cache_info().currsize == 1

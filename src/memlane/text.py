@@ -36,8 +36,10 @@ def keyword_terms(text: str) -> list[str]:
 
 def compound_words(found: list[str], text: str) -> list[str]:
     """The parts of the German compounds among ``found`` (words of ``text``), when ``text``
-    is German: English words split by German frequencies would be accidents ("under|standing")."""
-    if not any(compound_parts(w) for w in found) or detect_language(text) != "de":
+    is German: English words split by German frequencies would be accidents ("under|standing").
+    The language is judged first, so English queries never look up German word frequencies
+    (after 20,000 lookups they become a ~23 MB dictionary, compounds.DICT_AFTER)."""
+    if not found or detect_language(text) != "de" or not any(compound_parts(w) for w in found):
         return []
     return [p for w in found for p in compound_parts(w)]
 
