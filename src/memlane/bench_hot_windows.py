@@ -78,6 +78,13 @@ def _packet_figures(mem: Any, shared: Any, sid: str, budget: int, reads: int, ur
     mem.flush()
     turn = iter(range(10**9))
     build_ms = _median_ms(lambda: mem.context(sid, _QUERIES[next(turn) % len(_QUERIES)], budget), reads)
+    fresh_query = iter(range(10**9))
+
+    def missed() -> None:  # a question not asked before: built, versions checked, kept
+        n = next(fresh_query)
+        shared.context(sid, f"{_QUERIES[n % len(_QUERIES)]} ({n})", budget)
+
+    missed_ms = _median_ms(missed, reads)
     for query in _QUERIES:  # one build of each, kept in Valkey for every instance
         shared.context(sid, query, budget)
     served_ms = _median_ms(lambda: shared.context(sid, _QUERIES[next(turn) % len(_QUERIES)], budget), reads)
@@ -98,7 +105,7 @@ def _packet_figures(mem: Any, shared: Any, sid: str, budget: int, reads: int, ur
     miss_ms = _median_ms(miss, reads * 10)
     hot.close()
     return {"packet_build_ms": build_ms, "packet_bytes": len(blob), "packet_hit_ms": hit_ms,
-            "packet_miss_extra_ms": miss_ms, "packet_served_ms": served_ms,
+            "packet_miss_extra_ms": miss_ms, "packet_served_ms": served_ms, "packet_missed_ms": missed_ms,
             "packet_counts": dict(shared.hot_packet_counts)}
 
 
@@ -114,6 +121,7 @@ def format_table(result: dict[str, Any]) -> str:
         f"  built from the log (mem.context)    {result['packet_build_ms']:8.3f} ms",
         f"  from Valkey (mem.context, a hit)    {result['packet_served_ms']:8.3f} ms"
         f"   ({result['packet_counts']['hits']} hits, {result['packet_counts']['kept']} kept)",
+        f"  a miss with redis_url (built, kept) {result['packet_missed_ms']:8.3f} ms",
         f"  a hit's bytes: GET + JSON decode    {result['packet_hit_ms']:8.3f} ms",
         f"  a miss adds: GET (none) + SET       {result['packet_miss_extra_ms']:8.3f} ms",
         *(f"memlane chat, {chat['turns']} turns {where.replace('_', ' ')}: {chat[where]['builds']} packets built, "

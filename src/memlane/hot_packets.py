@@ -106,6 +106,11 @@ class PacketSlot:
             return False
         self.cache.set(self.key, encode_packet(packet), ttl_seconds=PACKET_TTL_SECONDS,
                        tags=[packets_tag(self.session.tenant_id), packets_tag(None)])
+        # An erase that committed after the check above has dropped the tags already, maybe
+        # before this SET: take back the entry (every write of the tenant moves its version).
+        if self.versions.tenant_version(self.session.tenant_id) != self.tenant_version:
+            self.cache.delete(self.key)
+            return False
         return True
 
 
