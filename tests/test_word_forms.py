@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from memlane.eval.terms import run_terms_eval
 from memlane.models import Message, utcnow
 from memlane.notes.extract import ExtractionContext, RuleExtractor, object_key, slot_key
 from memlane.notes.gate import PromotionGate
+from tests.pg_fixture import fresh_pg_memory
 
 
 def test_german_plurals_meet_their_singular_like_english_ones() -> None:
@@ -93,3 +95,45 @@ def test_bad_terms_files_say_what_is_wrong(tmp_path: Path) -> None:
     bad.write_text('{"task": "slots", "language": "de", "a": "x"}\n')
     with pytest.raises(InvalidInputError, match="task 'slots' with a, b and same"):
         run_terms_eval(str(bad))
+
+
+def _upgrade_keeps_old_slots_working(open_memory: Any, schema_version: int) -> None:
+    """A note extracted when slots were English plural stripping ("fav:movie") is rewritten
+    in its words' stems when the store upgrades, so a new statement supersedes it; a note
+    given its slot through the API keeps it."""
+    ctx = ExtractionContext(session_id="room", anchor_id="@jan", anchor_name="Jan")
+
+    def say(mem: Memory, text: str) -> list[str]:
+        gate = PromotionGate(mem.parts.notes.store, min_importance=0.1)
+        out = []
+        for cand in RuleExtractor().extract([mem.add("room", text)], ctx):
+            cand.valid_from = utcnow()
+            out.append(gate.write_if_worthy(cand).action)
+        return out
+
+    with open_memory() as mem:
+        assert say(mem, "My favourite movie is Alien.") == ["created"]
+        store = mem.store
+        store.write(lambda c: c.execute("UPDATE notes SET slot = 'fav:movie'"))
+        store.write(lambda c: c.execute(f"DELETE FROM schema_migrations WHERE version = {schema_version}"))
+    with open_memory() as mem:  # upgrades
+        slots = [r[0] for r in mem.store.read("SELECT slot FROM notes ORDER BY id")]
+        assert slots == ["fav:movi"], slots
+        assert say(mem, "My favourite movie is Heat.") == ["superseded"]
+        assert [n.text for n in mem.notes()] == ["Jan's favourite movie is Heat."]
+
+
+def test_sqlite_upgrade_rewrites_old_note_slots(tmp_path: Path) -> None:
+    from memlane.store.sqlite_schema import SLOT_STEMS
+
+    _upgrade_keeps_old_slots_working(
+        lambda: Memory(tmp_path / "m.db", embedder="none", anchor_id="@jan", anchor_name="Jan"), SLOT_STEMS)
+
+
+def test_postgres_upgrade_rewrites_old_note_slots(pg_url: str) -> None:
+    from memlane.store.postgres_schema import SLOT_STEMS
+
+    with fresh_pg_memory(pg_url, embedder="none"):
+        pass  # empties the module's database
+    _upgrade_keeps_old_slots_working(
+        lambda: Memory(pg_url, embedder="none", anchor_id="@jan", anchor_name="Jan"), SLOT_STEMS)

@@ -44,6 +44,7 @@ __all__ = [
     "content_stems",
     "content_words",
     "detect_language",
+    "grouping_form",
     "index_parts",
     "is_stopword",
     "keyword_stems",
@@ -242,6 +243,16 @@ def _stemmer(language: Language) -> Any:
 def stem(word: str, language: Language = "en") -> str:
     """The Snowball stem of a lower-cased ``word`` ("Datenbanken" -> "datenbank")."""
     return str(_stemmer(language).stemWord(word.lower()))
+
+
+def grouping_form(word: str, language: Language = "en") -> str:
+    """The form keyphrases, summaries' terms and note slots group a word by: lower-cased, a
+    possessive dropped, its Snowball stem in ``language`` ("Datenbanken" -> "datenbank",
+    "Caroline's" -> "carolin")."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    return stem(w, language)
 
 
 def stems(text: str, language: Language | None = None, *, drop_stopwords: bool = True) -> list[str]:

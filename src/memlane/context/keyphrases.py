@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memlane import language
-from memlane.language import Language, detect_language, stem, surface_words
+from memlane.language import Language, detect_language, grouping_form, surface_words
 
 # Keyphrases stop at function words and at chat filler alike (one source: memlane.language).
 STOPWORDS_EN: frozenset[str] = language.STOPWORDS_EN | language.FILLER_EN
@@ -74,10 +74,7 @@ def normalize_term(word: str, language: Language = "en") -> str:
     "Datenbanken" meets "Datenbank" and "Fahrräder" "Fahrrad" as "databases" meets
     "database". Only the grouping uses it; a phrase is shown as the text spelled it.
     """
-    w = word.lower().replace("’", "'")
-    if w.endswith("'s"):
-        w = w[:-2]
-    return stem(w, language)
+    return grouping_form(word, language)
 
 
 def texts_language(texts: Sequence[str]) -> Language:

@@ -21,14 +21,14 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memlane.errors import CorruptRecordError, NoteSupersededError, NotFoundError, SessionNotFoundError
-from memlane.language import compound_text, detect_language
+from memlane.language import compound_text, detect_language, grouping_form
 from memlane.models import utcnow
 from memlane.notes.models import AuditEntry, Facet, Note
 from memlane.ports import NoteFilter
 from memlane.store.erase import redact_audit, reopen_note
 from memlane.store.filters import Dialect, equal_fields
 
-__all__ = ["NOTE_COLS", "N_COLS", "NotesDialect", "SqlNoteRepository"]
+__all__ = ["NOTE_COLS", "N_COLS", "NotesDialect", "SqlNoteRepository", "restem_note_slots"]
 
 NOTE_COLS = (
     "id, lineage_id, tenant_id, user_id, session_id, kind, slot, value, polarity, text, "
@@ -54,6 +54,30 @@ _CHUNK = 500
 class _Store(Protocol):
     def read(self, query: str, params: Any = ()) -> list[Any]: ...
     def write(self, fn: Any) -> Any: ...
+
+
+#: Slot prefixes whose words the rule extractor writes in their grouping form
+#: (memlane.notes.extract.slot_key): "pref:katz", "fav:getrank", "decision:wir python nehm".
+_GROUPED_SLOTS = frozenset({"pref", "fav", "attr", "allergy", "is", "decision", "commit"})
+
+
+def restem_note_slots(conn: Any, mark: str) -> int:
+    """Rewrite the slots of extracted notes written when slot words were English plural
+    stripping ("pref:katzen", "fav:movie") in their grouping form now ("pref:katz",
+    "fav:movi"), so a later statement about the same thing finds and supersedes them.
+    Notes from the API or an LLM keep the slot they were given. How many were rewritten."""
+    rows = conn.execute("SELECT id, slot, lang FROM notes WHERE slot IS NOT NULL AND origin = 'extracted'").fetchall()
+    changed = []
+    for row_id, slot, lang in rows:
+        prefix, sep, words = slot.partition(":")
+        if not sep or prefix not in _GROUPED_SLOTS:
+            continue
+        new = f"{prefix}:" + " ".join(grouping_form(w, "de" if lang == "de" else "en") for w in words.split())
+        if new != slot:
+            changed.append((new, row_id))
+    if changed:
+        conn.cursor().executemany(f"UPDATE notes SET slot = {mark} WHERE id = {mark}", changed)
+    return len(changed)
 
 
 @dataclass(frozen=True)

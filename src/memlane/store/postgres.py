@@ -57,6 +57,7 @@ from memlane.store.data_versions import POSTGRES_VECTORS_TRIGGER
 from memlane.store.erase import EraseCounts, EraseRequest, erase_rows
 from memlane.store.erasure_check import ErasureChecks
 from memlane.store.health import PG_TABLES, StoreHealth, delete_orphans_sql, postgres_health
+from memlane.store.notes import restem_note_slots
 from memlane.store.pg_listen import PgListener
 from memlane.store.pg_locks import PgSessionLocks
 from memlane.store.pg_rows import (
@@ -78,6 +79,7 @@ from memlane.store.postgres_schema import (
     NOTE_LANGUAGES,
     OPTIONAL,
     PARTS_MAX_CHARS,
+    SLOT_STEMS,
     VECTORS,
 )
 from memlane.store.records import SqlRecords
@@ -376,6 +378,8 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
                 if version == NOTE_LANGUAGES:
                     while _judge_languages(conn, "notes", "text"):
                         pass
+                if version == SLOT_STEMS:
+                    restem_note_slots(conn, "%s")
                 if version == COMPOUND_PARTS:
                     for table, column in _KEYWORD_TEXTS:
                         after = 0

@@ -578,6 +578,11 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
     ),
     # as SQLite migration 20: a counter per tenant moved by every write a packet may read
     21: ("tenant data versions", DATA_VERSIONS_POSTGRES),
+    22: (
+        "note slots by word stems",
+        # as SQLite migration 21: completed in Python right after this marker (SLOT_STEMS)
+        "SELECT 1",
+    ),
 }
 
 #: The per-tenant data versions (store/data_versions.py).
@@ -587,6 +592,8 @@ DATA_VERSIONS = 21
 NOTE_LANGUAGES = 17
 #: The migration the store completes in Python: the compound parts of older German rows.
 COMPOUND_PARTS = 19
+#: The migration the store completes in Python: older note slots in their words' stems.
+SLOT_STEMS = 22
 #: Compounds are split in this many first characters of a row: text and parts together
 #: stay far below to_tsvector's 1 MB (a message that long is rare; its words are all indexed).
 PARTS_MAX_CHARS = 100_000

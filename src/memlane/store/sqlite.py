@@ -49,6 +49,7 @@ from memlane.store.base import KeyedLocks, KeywordHit, TurnRecord, remaining
 from memlane.store.erase import EraseCounts, EraseRequest, ErasureLog, erase_rows
 from memlane.store.erasure_check import ErasureChecks
 from memlane.store.health import SQLITE_TABLES, StoreHealth, delete_orphans_sql, sqlite_health
+from memlane.store.notes import restem_note_slots
 from memlane.store.records import SqlRecords
 from memlane.store.rows import (
     BUMP_VERSION,
@@ -61,7 +62,7 @@ from memlane.store.rows import SESSION_INSERT_COLS as _SESSION_INSERT_COLS
 from memlane.store.sql_reads import SqlReads
 from memlane.store.sqlite_locks import FileRangeLocks
 from memlane.store.sqlite_rows import DIALECT, _dumps, _message_where, row_to_message
-from memlane.store.sqlite_schema import MIGRATIONS
+from memlane.store.sqlite_schema import MIGRATIONS, SLOT_STEMS
 from memlane.store.sqlite_watch import DataVersionWatcher, data_version
 from memlane.store.term_budget import SelectiveFilters, TermBudget
 from memlane.text import fts5_match, keyword_terms
@@ -314,6 +315,8 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
                 name, sql = MIGRATIONS[version]
                 for statement in _split_sql(sql):
                     conn.execute(statement)
+                if version == SLOT_STEMS:
+                    restem_note_slots(conn, "?")
                 conn.execute(
                     "INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, time.time())
                 )

@@ -575,4 +575,15 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
     # A counter per tenant moved by every write a context packet may read (summaries,
     # state, notes, keyword index, vectors...): the shared hot cache keys packets by it.
     20: ("tenant data versions", DATA_VERSIONS_SQLITE),
+    21: (
+        "note slots by word stems",
+        # Extracted notes' slots hold their words' grouping form: the Snowball stem in the
+        # note's language (was English plural stripping), so "Ich mag keine Katze" finds
+        # the slot of "Ich mag Katzen". Older slots are rewritten by the store in Python
+        # right after this marker (SLOT_STEMS, store/notes.restem_note_slots).
+        "SELECT 1",
+    ),
 }
+
+#: The migration the store completes in Python: older note slots in their words' stems.
+SLOT_STEMS = 21
