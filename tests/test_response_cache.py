@@ -209,6 +209,12 @@ def test_over_rest_the_context_fingerprint_names_the_packet_the_model_got(tmp_pa
         client.forget_messages([packet.recent_turns[0].id or 0])
         assert client.cached_response(Q, sid, model="m", context=packet) is None
         assert Counting.builds == 3  # its packet quotes a forgotten message: built again
+        note = mem.add_note("Anna's Linux laptop has ports 22 and 80 open.", session_id=sid, slot="open ports")
+        with_note = client.context(sid, Q, 500)
+        assert with_note.notes and Counting.builds == 4
+        mem.correct_note(note.id or 0, "Anna's Linux laptop has port 22 open.")
+        client.cache_response(Q, A, sid, model="m", context=with_note)
+        assert Counting.builds == 5  # its note was superseded since: built again
         fresh = client.context(sid, Q, 500)
         other = client.create_session(user_id="bo")
         wrong = httpx.post(f"{url}/v1/sessions/{other}/response-cache/lookup",

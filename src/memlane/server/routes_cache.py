@@ -36,7 +36,8 @@ def sent_packet(request: Request, v: Any, session_id: str, fingerprint: str | No
     """The packet the client got with ``fingerprint`` (None: the route builds it)."""
     if fingerprint is None:
         return None
-    packet = served_packets(request).find(fingerprint, v.mem.store)
+    store = v.mem.store
+    packet = served_packets(request).find(fingerprint, store, store.note_repository())
     if packet is not None and packet.conversation_id != v.key(session_id):
         raise InvalidInputError(
             f"fingerprint {fingerprint} names the context packet of another session; send the "

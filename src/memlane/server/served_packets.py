@@ -9,8 +9,8 @@ full build per call, and could differ from what the model saw if anything change
 Packets are kept here for :data:`SERVED_TTL_SECONDS`: in this process (a bounded LRU)
 and, with ``redis_url``, in the shared hot cache, so the instance behind a load balancer
 that gets the lookup finds the packet another one sent. A fingerprint that is unknown
-(expired, evicted, another deployment) or names a packet one of whose messages was
-forgotten since is not an error: the route builds the packet from
+(expired, evicted, another deployment) or names a packet one of whose messages or
+notes was forgotten (or a note superseded) since is not an error: the route builds the packet from
 ``max_tokens``/``strategy`` as it did before fingerprints.
 """
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from fastapi import Request
 
     from memlane.bus.shared_cache import HotCache
-    from memlane.ports import MessageLog
+    from memlane.ports import MessageLog, NoteRepository
 
 __all__ = ["SERVED_TTL_SECONDS", "ServedPackets", "served_packets"]
 
@@ -59,10 +59,10 @@ class ServedPackets:
         self.counts["kept"] += 1
         return fingerprint
 
-    def find(self, fingerprint: str, log: MessageLog) -> ContextPacket | None:
+    def find(self, fingerprint: str, log: MessageLog, notes: NoteRepository | None) -> ContextPacket | None:
         """The packet sent with ``fingerprint``, or None when this server no longer knows it
-        or a message in it was forgotten since (an answer must never be stored with a
-        source that is gone: nothing would drop it)."""
+        or a message or note in it was forgotten or superseded since (an answer must never
+        be stored with a source that is gone: nothing would drop it)."""
         local = self._local.get(fingerprint)
         raw = local[1] if local is not None and local[0] > time.monotonic() else None
         if raw is None and self.hot is not None:
@@ -71,7 +71,10 @@ class ServedPackets:
         if packet is not None:
             ids = {m.id for m in [*packet.recent_turns, *packet.pinned_messages,
                                   *(r.message for r in packet.recalled)] if m.id is not None}
-            if ids and len(log.get_messages(sorted(ids))) < len(ids):
+            gone = bool(ids) and len(log.get_messages(sorted(ids))) < len(ids)
+            if notes is not None and not gone:
+                gone = any((n := notes.get_note(i)) is None or n.valid_to is not None for i in set(packet.note_ids))
+            if gone:
                 self._local.pop(fingerprint)
                 packet = None
         self.counts["found" if packet is not None else "unknown"] += 1
