@@ -162,7 +162,7 @@ def test_a_changed_preference_supersedes_and_the_packet_shows_only_the_new_one(m
     _say(mem, FAMILIE, ANCHOR, "JanHein", "Mein Lieblingsgetränk ist Kaffee.")
     _say(mem, FAMILIE, ANCHOR, "JanHein", "Nein, mein Lieblingsgetränk ist jetzt Tee.")
     mem.flush()
-    fav = [n for n in mem.notes(include_history=True) if n.slot == "fav:getränk"]
+    fav = [n for n in mem.notes(include_history=True) if n.slot == "fav:getrank"]
     assert [(n.value, n.current) for n in fav] == [("Tee", True), ("Kaffee", False)]
 
 
