@@ -4,7 +4,8 @@ Each conversation is ingested once into ``--db-dir`` (kept between runs), then e
 (``RecallConfig`` field changes, as JSON) is asked every question of the chosen part of the
 split (split "a": tune 26, 30, 41; held 42, 43; split "b" swaps them; ``--part all`` asks all
 five). Prints Recall@5/10/20 overall, Recall@10 per category and per conversation, and
-search p50 for each variant. Tune on ``tune``; look at ``held`` only to report.
+search p50 for each variant (query vector cached; the variants take turns question by
+question, so their p50s compare). Tune on ``tune``; look at ``held`` only to report.
 
     python tools/tune_recall.py ../shared/data/locomo/*.json --part tune \\
         --variants '{"base": {}, "speaker.5": {"speaker": 0.5}}'
@@ -54,11 +55,15 @@ def main() -> None:
             engine = mem.parts.recall
             assert engine is not None
             flt = MessageFilter(user_id=conv.sample_id)
-            for name, changes in variants.items():
-                config = engine.config.with_(**changes)
-                for qa in questions(conv):
+            configs = {name: engine.config.with_(**changes) for name, changes in variants.items()}
+            names = list(configs)
+            for n, qa in enumerate(questions(conv)):
+                # The variants take turns question by question, each starting in turn, after one
+                # untimed search that embeds the query: their p50s compare in the same load.
+                engine.search(qa.question, flt, 20)
+                for name in names[n % len(names):] + names[: n % len(names)]:
                     t0 = time.perf_counter()
-                    hits = engine.search(qa.question, flt, 20, config=config)
+                    hits = engine.search(qa.question, flt, 20, config=configs[name])
                     latencies[name].append((time.perf_counter() - t0) * 1000)
                     ranked = [str(h.message.metadata.get("dia_id", "")) for h in hits]
                     for key in ("all", str(qa.category), conv.sample_id):
