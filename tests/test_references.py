@@ -546,3 +546,18 @@ def test_ordinals_pick_from_a_list_run_into_a_sentence(query: str, item: str) ->
 def test_a_yes_to_an_elliptical_offer_names_what_was_offered() -> None:
     res = resolve("sounds good", _turn("Our keys leaked.", "I can rotate the API keys now. Want me to?"))
     assert "rotate the API keys" in res.resolved_query
+
+
+@pytest.mark.parametrize(("query", "answer", "ask"), [
+    ("Install it.", "Firefox for browsing and Thunderbird for mail.", "Did you mean"),
+    ("Wie richte ich das ein?", "Obsidian speichert Markdown-Dateien; Joplin synchronisiert verschlüsselt.",
+     "Meinten Sie"),
+])
+def test_two_names_side_by_side_in_prose_are_a_choice_to_ask_about(query: str, answer: str, ask: str) -> None:
+    res = resolve(query, _turn("Which apps?", answer))
+    assert res.needs_clarification and ask in (res.clarification or "")
+    assert len(res.options) == 2 and "Something else" not in " ".join(res.options)
+    # one name alone, or a query that names one of them, is no choice
+    assert not resolve(query, _turn("Which browser?", "Firefox is fast and private.")).needs_clarification
+    first = answer.split()[0]
+    assert first in resolve(f"Install it, the {first} one.", _turn("Which apps?", answer)).resolved_query

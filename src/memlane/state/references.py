@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from memlane.errors import InvalidInputError
-from memlane.language import stem
+from memlane.language import STOPWORDS, stem
 from memlane.models import JSON, Message
 from memlane.patterns import lazy_compile
 from memlane.state import antecedents as ante
@@ -1213,6 +1213,15 @@ def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
         _set(ref, c.target, c.message_id, c.message_text, 0.75, f"'{ref.text}' refers to: {_snip(c.target)}")
         return
     best, best_overlap = ranked[0]
+    if not plural and best.kind == "message" and best.answer:
+        # "Firefox for browsing and Thunderbird for mail." - "Install it.": an answer that
+        # names two things side by side is a choice, whether or not it is a list.
+        named = _side_by_side(best.answer)
+        chosen = [n for n in named if n.lower() in query.lower()]
+        if len(named) >= 2 and len(chosen) != 1:
+            _ambiguous(ref, [replace(best, kind="item", target=n, role="assistant", in_list=True)
+                             for n in named])
+            return
     runner, runner_overlap = ranked[1] if len(ranked) > 1 else (None, 0)
     # Close in salience and no word in the query to tell them apart: ask, do not guess.
     if runner is not None and runner.score >= AMBIGUITY_RATIO * best.score \
@@ -1227,6 +1236,25 @@ def _resolve_pronoun(ref: Reference, query: str, history: Sequence[Message],
         confidence = max(confidence, 0.7)
     _set(ref, best.target, best.message_id, best.message_text, confidence,
          f"'{ref.text}' refers to {best.describe()}")
+
+
+_COORDINATION = lazy_compile(r"\s*(?:[;,]|\b(?:and|or|und|oder|sowie)\b)\s*", _I)
+
+
+def _side_by_side(answer: str) -> list[str]:
+    """The names a one-sentence answer sets side by side: every coordinated part opens on
+    a capitalised name ("Obsidian stores ...; Joplin syncs ..."); [] when any part does not."""
+    if len(lang.sentences(answer)) != 1:
+        return []
+    parts = [p for p in _COORDINATION.split(answer.strip()) if p.strip()]
+    heads: list[str] = []
+    for part in parts:
+        words = part.split()
+        head = words[0].strip("`*\"'“”„:.!") if words else ""
+        if not head[:1].isupper() or head.lower() in STOPWORDS or len(words) > 6:
+            return []
+        heads.append(head)
+    return heads if len(set(heads)) >= 2 else []
 
 
 def _confirm_what_is_named(refs: list[Reference]) -> None:
