@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,34 @@ def test_keyword_scores_are_bm25_of_the_stored_vectors(fresh_pg_store: PostgresS
                     mid: round(score, 9) for mid, score in expected.items()}, query
     finally:
         large.close()
+
+
+def test_keyword_hits_carry_the_adjacent_turns_of_their_session(fresh_pg_store: PostgresStore) -> None:
+    """The search engine's coverage part reads the turns around each hit: PostgreSQL returns
+    them with the hit (no round trip of their own), never a turn of another session, and the
+    engine's text for a hit is the one it would have fetched itself."""
+    from memlane.search.engine import RecallEngine
+
+    s = fresh_pg_store
+    s.create_session(Session(id="a"))
+    s.create_session(Session(id="b"))
+    s.append("a", [Message(role="user", content="We talked about rivers"),
+                   Message(role="assistant", content="Kayaks are fun on rivers"),
+                   Message(role="user", content="See you Sunday")])
+    s.append("b", [Message(role="user", content="Kayaks in session b")])
+    s.append("a", [Message(role="assistant", content="Kayaks again, later")])
+    by_text = {h.message.content: h.adjacent for h in s.keyword_search("kayaks", MessageFilter())}
+    assert by_text == {
+        "Kayaks are fun on rivers": ("We talked about rivers", "See you Sunday"),
+        "Kayaks in session b": (),  # its neighbours by id belong to session a
+        "Kayaks again, later": (),
+    }
+    engine = RecallEngine(s)
+    folded = engine.candidates("kayaks rivers", MessageFilter(), mode="keyword")
+    assert folded and all(c.context is not None for c in folded)
+    fetched = [replace(c, context=None) for c in folded]
+    engine._attach_context(fetched)
+    assert [c.context for c in fetched] == [c.context for c in folded]
 
 
 def test_large_log_drops_the_most_frequent_terms_on_postgres(fresh_pg_store: PostgresStore) -> None:

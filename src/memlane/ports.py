@@ -100,6 +100,10 @@ class TurnRecord:
 class KeywordHit:
     message: Message
     score: float  # larger is better (negated BM25)
+    #: the text of the adjacent turns of the same session (the one before, then the one
+    #: after) when the store read them with the hit, which saves the search engine a
+    #: round trip on PostgreSQL; None: not read (the engine fetches them itself)
+    adjacent: tuple[str, ...] | None = None
 
 
 # ---------------------------------------------------------------------------- the log

@@ -77,6 +77,13 @@ def _done(value: list[KeywordHit]) -> Future[list[KeywordHit]]:
     return fut
 
 
+def _context(hit: KeywordHit) -> str | None:
+    """A keyword hit's coverage text when the store read its adjacent turns with it."""
+    if hit.adjacent is None:
+        return None
+    return " ".join((hit.message.content, *hit.adjacent)).lower()
+
+
 def _stems(text: str) -> set[str]:
     """Crude stems of the content words, matched as substrings of lower-cased text: enough
     to match "painted" with "painting" and "fix" with "fixed"."""
@@ -219,8 +226,9 @@ class Candidate:
     semantic: float = 0.0  # cosine similarity, 0 when the message has no vector
     keyword_rank: int | None = None
     semantic_rank: int | None = None
-    #: lower-cased text of the message and its adjacent turns (query-term coverage);
-    #: fetched lazily, only for the best candidates
+    #: lower-cased text of the message and its adjacent turns (query-term coverage):
+    #: read with the keyword hit where the store does (PostgreSQL), else fetched lazily,
+    #: only for the best candidates
     context: str | None = None
 
 
@@ -370,7 +378,8 @@ class RecallEngine:
             for rank, hit in enumerate(keyword.result()):
                 if hit.message.id is None:
                     continue
-                found[hit.message.id] = Candidate(hit.message, keyword=hit.score, keyword_rank=rank)
+                found[hit.message.id] = Candidate(hit.message, keyword=hit.score, keyword_rank=rank,
+                                                  context=_context(hit))
         if translated is not None:
             # Hits of the translations only, after the original query's, at a lower weight:
             # what the query's own words found keeps its score and rank.
@@ -379,7 +388,7 @@ class RecallEngine:
                 mid = hit.message.id
                 if mid is not None and mid not in found:
                     found[mid] = Candidate(hit.message, keyword=hit.score * _TRANSLATED,
-                                           keyword_rank=offset + rank)
+                                           keyword_rank=offset + rank, context=_context(hit))
         if qvec is not None and self.index is not None:
             for rank, (mid, sim) in enumerate(sem):
                 cand = found.get(mid)

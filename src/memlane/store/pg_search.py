@@ -58,8 +58,13 @@ _TOP = f"""top AS (
         CROSS JOIN LATERAL (SELECT ts_filter(setweight(m.tsv, 'A', lx.arr), '{{{{a}}}}') AS f) f
         WHERE m.tsv @@ lx.query {{where}} OFFSET 0) r
     ORDER BY score DESC, r.id LIMIT %s)"""
-#: The winners' full rows (only ids and scores were ranked).
-_FETCH = f"SELECT {_M_COLS}, top.score FROM top JOIN messages m ON m.id = top.id ORDER BY top.score DESC, m.id"
+#: The winners' full rows (only ids and scores were ranked) and the text of their adjacent
+#: turns in the same session (the search engine's coverage part reads them: fetched here,
+#: they cost no round trip of their own).
+_FETCH = f"""SELECT {_M_COLS}, p.content AS prev_text, n.content AS next_text, top.score FROM top JOIN messages m ON m.id = top.id
+    LEFT JOIN messages p ON p.id = m.id - 1 AND p.session_id = m.session_id
+    LEFT JOIN messages n ON n.id = m.id + 1 AND n.session_id = m.session_id
+    ORDER BY top.score DESC, m.id"""
 #: The row budget of a log too small to exceed it (a bigint: every lexeme is kept).
 _NO_BUDGET = 2**62
 #: ``l.lexeme`` as a one-lexeme tsquery (quoted: a lexeme may hold quotes or backslashes).
@@ -228,4 +233,7 @@ class Bm25Index:
             return [r[3:] for r in rows if r[3] is not None]
 
         rows = store._run(run, write=False)
-        return [KeywordHit(row_to_message(r[:-1]), float(r[-1])) for r in rows]
+        return [
+            KeywordHit(row_to_message(r[:-3]), float(r[-1]), tuple(t for t in r[-3:-1] if t is not None))
+            for r in rows
+        ]
