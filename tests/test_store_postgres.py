@@ -227,10 +227,10 @@ def test_keyword_scores_are_bm25_of_the_stored_vectors(fresh_pg_store: PostgresS
         large.close()
 
 
-def test_keyword_hits_carry_the_adjacent_turns_of_their_session(fresh_pg_store: PostgresStore) -> None:
-    """The search engine's coverage part reads the turns around each hit: PostgreSQL returns
-    them with the hit (no round trip of their own), never a turn of another session, and the
-    engine's text for a hit is the one it would have fetched itself."""
+def test_keyword_hits_carry_their_session_and_its_adjacent_turns(fresh_pg_store: PostgresStore) -> None:
+    """The search engine's coverage part reads the turns around each hit and labels each hit
+    with its session: PostgreSQL returns both with the hit (no round trips of their own),
+    never a turn of another session, and they are what the engine would have fetched."""
     from memlane.search.engine import RecallEngine
 
     s = fresh_pg_store
@@ -247,7 +247,13 @@ def test_keyword_hits_carry_the_adjacent_turns_of_their_session(fresh_pg_store: 
         "Kayaks in session b": (),  # its neighbours by id belong to session a
         "Kayaks again, later": (),
     }
+    s.update_session("b", title="Boats", metadata={"k": 1})
+    hits = s.keyword_search("kayaks", MessageFilter())
+    assert {h.message.session_id for h in hits} == {"a", "b"}
+    assert all(h.session is not None and h.session == s.get_session(h.message.session_id) for h in hits)
     engine = RecallEngine(s)
+    found = engine.search("kayaks", MessageFilter(), top_k=5)
+    assert [h.session for h in found] == [s.get_session(h.message.session_id) for h in found]
     folded = engine.candidates("kayaks rivers", MessageFilter(), mode="keyword")
     assert folded and all(c.context is not None for c in folded)
     fetched = [replace(c, context=None) for c in folded]

@@ -104,6 +104,8 @@ class KeywordHit:
     #: after) when the store read them with the hit, which saves the search engine a
     #: round trip on PostgreSQL; None: not read (the engine fetches them itself)
     adjacent: tuple[str, ...] | None = None
+    #: the hit's session when the store read it with the hit (PostgreSQL), as above
+    session: Session | None = None
 
 
 # ---------------------------------------------------------------------------- the log

@@ -230,6 +230,8 @@ class Candidate:
     #: read with the keyword hit where the store does (PostgreSQL), else fetched lazily,
     #: only for the best candidates
     context: str | None = None
+    #: the message's session when the store read it with the keyword hit (PostgreSQL)
+    session: Session | None = None
 
 
 class RecallEngine:
@@ -379,7 +381,7 @@ class RecallEngine:
                 if hit.message.id is None:
                     continue
                 found[hit.message.id] = Candidate(hit.message, keyword=hit.score, keyword_rank=rank,
-                                                  context=_context(hit))
+                                                  context=_context(hit), session=hit.session)
         if translated is not None:
             # Hits of the translations only, after the original query's, at a lower weight:
             # what the query's own words found keeps its score and rank.
@@ -388,7 +390,8 @@ class RecallEngine:
                 mid = hit.message.id
                 if mid is not None and mid not in found:
                     found[mid] = Candidate(hit.message, keyword=hit.score * _TRANSLATED,
-                                           keyword_rank=offset + rank, context=_context(hit))
+                                           keyword_rank=offset + rank, context=_context(hit),
+                                           session=hit.session)
         if qvec is not None and self.index is not None:
             for rank, (mid, sim) in enumerate(sem):
                 cand = found.get(mid)
@@ -601,10 +604,13 @@ class RecallEngine:
         pool = max(cfg.pool, top_k)
         found = self.candidates(query, flt, pool=pool, mode=effective, config=cfg)
         ranked = self.rank(query, found, mode=effective, config=cfg)
-        sessions: dict[str, Session | None] = {}
+        sessions: dict[str, Session | None] = {
+            c.session.id: c.session for c, _, _ in ranked[: top_k * 2] if c.session is not None
+        }
+        missing = list({c.message.session_id for c, _, _ in ranked[: top_k * 2]} - set(sessions))
         many = getattr(self.store, "get_sessions", None)  # PostgreSQL: one round trip, not one per hit
-        if callable(many):
-            sessions.update(many(list({c.message.session_id for c, _, _ in ranked[: top_k * 2]})))
+        if callable(many) and missing:
+            sessions.update(many(missing))
         hits: list[SearchHit] = []
         seen: dict[str, list[frozenset[str]]] = defaultdict(list)
         # Ranked by the fused score (tuned for recall); each hit's score is its calibrated

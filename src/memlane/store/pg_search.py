@@ -19,9 +19,16 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from memlane.models import MessageFilter
+from memlane.models import MessageFilter, Session
 from memlane.store.base import KeywordHit
-from memlane.store.pg_rows import _M_COLS, _message_where, row_to_message, sessions_join
+from memlane.store.pg_rows import (
+    _M_COLS,
+    _SESSION_COLS,
+    _message_where,
+    row_to_message,
+    row_to_session,
+    sessions_join,
+)
 from memlane.store.postgres_schema import TEXT_CONFIGS
 from memlane.store.term_budget import ROW_BUDGET
 from memlane.text import compound_words, content_words
@@ -58,12 +65,18 @@ _TOP = f"""top AS (
         CROSS JOIN LATERAL (SELECT ts_filter(setweight(m.tsv, 'A', lx.arr), '{{{{a}}}}') AS f) f
         WHERE m.tsv @@ lx.query {{where}} OFFSET 0) r
     ORDER BY score DESC, r.id LIMIT %s)"""
-#: The winners' full rows (only ids and scores were ranked) and the text of their adjacent
-#: turns in the same session (the search engine's coverage part reads them: fetched here,
-#: they cost no round trip of their own).
-_FETCH = f"""SELECT {_M_COLS}, p.content AS prev_text, n.content AS next_text, top.score FROM top JOIN messages m ON m.id = top.id
+#: The session columns of a hit, named apart from the message's.
+_HIT_SESSION_COLS = ", ".join(f"ss.{c} AS session_{c}" for c in _SESSION_COLS.split(", "))
+_N_MESSAGE_COLS = len(_M_COLS.split(", "))
+_N_SESSION_COLS = len(_SESSION_COLS.split(", "))
+#: The winners' full rows (only ids and scores were ranked), the text of their adjacent
+#: turns in the same session (the search engine's coverage part reads them) and their
+#: session (each hit is labelled with it): read here, neither costs a round trip of its own.
+_FETCH = f"""SELECT {_M_COLS}, p.content AS prev_text, n.content AS next_text, {_HIT_SESSION_COLS}, top.score
+    FROM top JOIN messages m ON m.id = top.id
     LEFT JOIN messages p ON p.id = m.id - 1 AND p.session_id = m.session_id
     LEFT JOIN messages n ON n.id = m.id + 1 AND n.session_id = m.session_id
+    LEFT JOIN sessions ss ON ss.id = m.session_id
     ORDER BY top.score DESC, m.id"""
 #: The row budget of a log too small to exceed it (a bigint: every lexeme is kept).
 _NO_BUDGET = 2**62
@@ -233,7 +246,18 @@ class Bm25Index:
             return [r[3:] for r in rows if r[3] is not None]
 
         rows = store._run(run, write=False)
-        return [
-            KeywordHit(row_to_message(r[:-3]), float(r[-1]), tuple(t for t in r[-3:-1] if t is not None))
-            for r in rows
-        ]
+        return _hits(rows)
+
+
+def _hits(rows: Sequence[Sequence[Any]]) -> list[KeywordHit]:
+    """Keyword hits from rows of ``_FETCH`` (each session decoded once, however many hits it has)."""
+    sessions: dict[str, Session | None] = {}
+    out: list[KeywordHit] = []
+    for r in rows:
+        message = row_to_message(r[:_N_MESSAGE_COLS])
+        adjacent = tuple(t for t in r[_N_MESSAGE_COLS:_N_MESSAGE_COLS + 2] if t is not None)
+        if message.session_id not in sessions:
+            srow = r[_N_MESSAGE_COLS + 2:_N_MESSAGE_COLS + 2 + _N_SESSION_COLS]
+            sessions[message.session_id] = row_to_session(srow) if srow[0] is not None else None
+        out.append(KeywordHit(message, float(r[-1]), adjacent, sessions[message.session_id]))
+    return out
