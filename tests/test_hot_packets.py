@@ -101,6 +101,13 @@ def test_another_process_never_gets_a_packet_staler_than_its_notes_summary_or_me
         assert after_forget["hot"]["misses"] == 1
         assert "PLUMTREE" not in json.dumps(after_forget)
 
+        from tests.server_support import client_for
+
+        with client_for(a) as http:  # A asked once, before anything was kept
+            scraped = http.get("/metrics").text
+        assert 'memlane_hot_cache_packets_total{outcome="misses"} 1.0' in scraped
+        assert a.stats()["hot_packets"]["misses"] == 1
+
 
 def test_background_writes_move_the_tenant_version_and_nothing_else(tmp_path: Path) -> None:
     """What the keyword backlog, the embedder and the summarizer write moves the data version
