@@ -128,7 +128,8 @@ def test_a_long_german_session_reads_well_in_its_packet(tmp_path: Path) -> None:
         for query, response in GERMAN_SESSION:
             mem.store_interaction(query, response, session_id=sid, resolve=True)
         turns = mem.get_conversation_context(sid, limit=20)
-        assert "[Context: 'ihn' refers to Prozess]" in turns[9]["resolved_query"]
+        # The referent may carry the turn it came from in brackets; what matters is the noun.
+        assert "[Context: 'ihn' refers to Prozess" in turns[9]["resolved_query"]
         packet = mem.context(sid, "und wie entferne ich den Benutzer wieder?", max_tokens=400)
         summary = packet.rolling_session_summary
         assert summary, "13 turns: the first 10 are summarized"
