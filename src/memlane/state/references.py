@@ -354,7 +354,14 @@ _EXPLETIVE_EN = lazy_compile(
     r"windy|foggy|stormy|late|early|noon|midnight)\b|"
     # a stretch of time as the subject's state: "it's been a long day", "it has been ages"
     r"\bit(?:'s|\s+has|\s+had)\s+been\s+(?:(?:a|an|such\s+a|so|too)\s+)?(?:[\w-]+\s+){0,2}"
-    r"(?:day|days|week|weeks|month|months|year|years|while|ages|night)\b",
+    r"(?:day|days|week|weeks|month|months|year|years|while|ages|night)\b|"
+    # a duration has no referent: "how long does it take to ...", "it takes ages until ..."
+    r"\bhow\s+(?:long|much\s+time)\s+(?:does|did|will|would|could|might|should)\s+it\s+take\b|"
+    r"\bit\s+(?:takes|took|will\s+take)\s+(?:ages|forever|long|a\s+while|(?:a\s+few|\d+|\w+)\s+"
+    r"(?:minutes|hours|days|weeks|months|years))\b|\bit\b[^.?!,;]{0,30}\b(?:until|till)\b|"
+    # "matter" and "seem" take an impersonal subject: "it doesn't matter", "does it matter"
+    r"\bit\s+(?:doesn't|does\s+not|didn't|did\s+not|won't|wouldn't|don't)\s+(?:matter|seem)\b|"
+    r"\b(?:does|did|will|would)\s+it\s+(?:matter|seem)\b|\bit\s+(?:matters|mattered|seemed)\b",
     _I,
 )
 #: German predicates of light, temperature and the hour ("eiskalt", "stockdunkel" are compounds).
@@ -376,10 +383,17 @@ _EXPLETIVE_DE = lazy_compile(
     r"hier|draußen|drinnen|wieder|immer|ja|aber|wohl|recht|total|viel|etwas|richtig|bereits)\s+)*"
     + _STATE_DE + r"\b|"
     # a placeholder for a clause that follows: "es ist wichtig, ... zu", "kommt es vor, dass"
-    r"\bes\b[^.?!]*,\s*(?:dass|zu|wenn|ob)\b|\bes\b[^.?!,]*\bvor,?\s+dass\b|"
+    r"\bes\b[^.?!]*,\s*(?:dass|zu|wenn|ob|bis)\b|\bes\b[^.?!,]*\bvor,?\s+dass\b|"
+    # ... or an extraposed infinitive: "es fällt mir schwer, jeden Tag zu üben"
+    r"\bes\b[^.?!]*,[^.?!,]*\bzu\s+[a-zäöüß]+\s*[.!?]*\s*$|"
+    # durations and "schwer/leicht fallen" take an impersonal subject: "wie lange dauert es"
+    r"\bwie\s+(?:lange|viel\s+zeit)\s+(?:dauert|dauerte|braucht|brauchte)\s+es\b|"
+    r"\bes\s+fällt\s+\w+\s+(?:\w+\s+)?(?:schwer|leicht)\b|\bfällt\s+es\s+\w+\s+(?:\w+\s+)?(?:schwer|leicht)\b|"
     r"^\W*es\s+ist\s+[a-zäöüß]+\s*,",
     _I,
 )
+#: A pronominal adverb ("darauf", "davon") that announces the clause after it points forward.
+_CATAPHORIC = lazy_compile(r"\s*,\s*(?:wie|ob|dass|was|wann|wo|wer|welche[mnrs]?|zu)\b", _I)
 _PRONOUN_RE = lazy_compile(
     r"\b(it|that(?:'s)?|this|them|they|these|those|the\s+same(?:\s+thing)?|she|her|he|him|"
     r"es|das|dies|dieses|diese|ihn|ihm|ihr|sie|er|der|den|dem|die|dasselbe|das\s+gleiche|selbiges|"
@@ -474,6 +488,8 @@ def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
         return False
     if word == "es" and _EXPLETIVE_DE.search(window):
         return False
+    if word.startswith("da") and len(word) > 3 and _CATAPHORIC.match(query, end):
+        return False  # "es kommt darauf an, wie ...": the clause that follows is what it means
     if word in ("sie", "ihr", "ihnen") and m.group(1)[0].isupper() and query[:start].strip() \
             and not re.search(r"[.!?:]\s*$", query[:start]):
         return False  # formal address mid-sentence: "Können Sie mir helfen?"
