@@ -296,6 +296,12 @@ def test_demonstrative_noun_phrase_finds_the_message_that_named_it(mem: Memory) 
         "Anything that stands out?",
         "Is job-1 done?",
         "No worries",
+        "How long does it take to get from the airport to the city?",
+        "It doesn't matter, I'll buy one.",
+        "Wie lange dauert es vom Flughafen in die Stadt?",
+        "Es fällt mir schwer, jeden Tag zu üben.",
+        "Es dauert noch drei Wochen, bis alles gepackt ist.",
+        "Es kommt darauf an, wie viel Zeit ich habe.",
     ],
 )
 def test_no_reference_no_change(query: str) -> None:
@@ -561,3 +567,31 @@ def test_two_names_side_by_side_in_prose_are_a_choice_to_ask_about(query: str, a
     assert not resolve(query, _turn("Which browser?", "Firefox is fast and private.")).needs_clarification
     first = answer.split()[0]
     assert first in resolve(f"Install it, the {first} one.", _turn("Which apps?", answer)).resolved_query
+
+
+@pytest.mark.parametrize(("answer", "query", "language", "options"), [
+    ("You could go to the climbing hall or visit the farmers' market.", "Let's do it", "en",
+     ["climbing hall", "market"]),
+    ("The MacBook Air is light, or the ThinkPad X1 if you want Linux.", "order it for me", "en",
+     ["MacBook", "ThinkPad"]),
+    ("Entweder Kartoffelsuppe oder Spaghetti mit Tomatensoße.", "Koch das", "de", ["Kartoffelsuppe", "Spaghetti"]),
+    ("Zwei Möglichkeiten:\n1. Die Bibliothek festsetzen\n2. Den Code anpassen", "Mach das", "de",
+     ["Bibliothek", "Code"]),
+])
+def test_a_bare_reply_to_alternatives_asks_in_the_users_language(
+        answer: str, query: str, language: str, options: list[str]) -> None:
+    history = [Message(role="user", content="Any idea?", id=1), Message(role="assistant", content=answer, id=2)]
+    res = resolve(query, history, language=language)
+    assert res.needs_clarification and len(res.options) == 2, res
+    assert all(any(o in opt for opt in res.options) for o in options), res.options
+    assert ("Meinten Sie" in (res.clarification or "")) == (language == "de")
+
+
+def test_a_word_of_the_query_picks_one_alternative_and_a_recommendation_is_no_choice() -> None:
+    history = [Message(role="user", content="Dinner?", id=1),
+               Message(role="assistant", content="Either a Thai green curry or homemade pizza.", id=2)]
+    res = resolve("ok, make the pizza then", history)
+    assert not res.needs_clarification and "pizza" in res.resolved_query.split("[Context:")[1]
+    history[1] = Message(role="assistant", content="Oat milk or regular? I'd add oat milk, you liked it.", id=2)
+    res = resolve("yes, do that", history)
+    assert not res.needs_clarification and "oat milk" in res.resolved_query.split("[Context:")[1].lower()

@@ -392,8 +392,9 @@ _EXPLETIVE_DE = lazy_compile(
     r"^\W*es\s+ist\s+[a-zäöüß]+\s*,",
     _I,
 )
-#: A pronominal adverb ("darauf", "davon") that announces the clause after it points forward.
-_CATAPHORIC = lazy_compile(r"\s*,\s*(?:wie|ob|dass|was|wann|wo|wer|welche[mnrs]?|zu)\b", _I)
+#: A pronominal adverb ("darauf", "davon") that announces the clause after it points forward,
+#: maybe behind its verb's particle ("es kommt darauf an, wie ...").
+_CATAPHORIC = lazy_compile(r"(?:\s+[a-zäöüß]+)?\s*,\s*(?:wie|ob|dass|was|wann|wo|wer|welche[mnrs]?|zu)\b", _I)
 _PRONOUN_RE = lazy_compile(
     r"\b(it|that(?:'s)?|this|them|they|these|those|the\s+same(?:\s+thing)?|she|her|he|him|"
     r"es|das|dies|dieses|diese|ihn|ihm|ihr|sie|er|der|den|dem|die|dasselbe|das\s+gleiche|selbiges|"
@@ -1273,6 +1274,59 @@ def _side_by_side(answer: str) -> list[str]:
     return heads if len(set(heads)) >= 2 else []
 
 
+_DISJUNCTION = lazy_compile(r"\s*,?\s*\b(?:or|oder)\b\s*", _I)
+_EITHER = lazy_compile(r"^\W*(?:either|entweder)\s+", _I)
+#: A list header that calls its items alternatives ("Two options:", "Zwei Möglichkeiten:"), not
+#: steps or ingredients: the nouns of choosing, in both languages.
+_OPTIONS_HEADER = lazy_compile(
+    r"\b(?:options?|choices?|alternatives?|ways|ideas|possibilities|möglichkeiten|optionen|"
+    r"alternativen|wege|ideen|varianten)\b", _I)
+#: The bare words that point at "the thing you proposed" without saying which one.
+_BARE = frozenset("it that this das es dies".split())
+
+
+def _alternatives(msg: Message) -> list[str]:
+    """The choice the assistant's answer leaves open: the parts of a one-sentence answer
+    joined by "or"/"oder" ("the climbing hall or the farmers' market"), or the items of a
+    list its header calls options; [] when it proposes one thing."""
+    items = [i.strip() for i in _LIST_ITEM.findall(msg.content)]
+    if len(items) >= 2:
+        return items if _OPTIONS_HEADER.search(_LIST_ITEM.sub("", msg.content)) else []
+    sents = lang.sentences(msg.content)
+    if len(sents) != 1:
+        return []  # "Oat milk or regular? I'd add oat milk.": the answer recommends one
+    parts = [_EITHER.sub("", p).strip(" .!?,;:") for p in _DISJUNCTION.split(sents[0])]
+    # every part must name something: "passt das so, oder?" offers no second option
+    if len(parts) < 2 or not all(
+            any(len(w) > 2 and w not in STOPWORDS for w in lang.words(p)) for p in parts):
+        return []
+    return parts
+
+
+def _ask_between_alternatives(refs: list[Reference], history: Sequence[Message], query: str) -> None:
+    """"Let's do it" after "the climbing hall or the farmers' market": a bare pronoun or a
+    yes to an answer that offers a choice picks none of them - unless a word of the query
+    names one ("ok, the market"), it asks, with the alternatives as options."""
+    last = _last_assistant(history)
+    options = _alternatives(last) if last is not None else []
+    if last is None or not options:
+        return
+    recent = {m.id for m in _turns(history)[0]} | {last.id}
+    for ref in refs:
+        bare = ref.kind == "confirmation" or (ref.kind == "pronoun" and ref.text.lower() in _BARE)
+        if not bare or (ref.target is not None and ref.message_id not in recent):
+            continue  # "it" bound to something older than the answer with the choice
+        cands = [Candidate("item", _snip(o, 120), last.id, _snip(last.content, 300), "assistant", 0,
+                           1.0, _snip(o), True, True) for o in options]
+        chosen = _qualified(cands, query, ref)
+        if len(chosen) == 1:
+            c = chosen[0]
+            _set(ref, c.target, c.message_id, c.message_text, 0.8, f"User chooses: {_snip(c.target)}")
+        else:
+            ref.target, ref.description = None, None
+            _ambiguous(ref, cands)
+
+
 def _confirm_what_is_named(refs: list[Reference]) -> None:
     """"ja, setze deinen Vorschlag um": one reference, not two.
 
@@ -1363,6 +1417,7 @@ def resolve(
     for ref in refs:
         if ref.kind == "pronoun":
             _resolve_pronoun(ref, query, history, cands, named)
+    _ask_between_alternatives(refs, history, query)
     parts: list[str] = []
     seen: set[int | str | None] = set()
     # One context note per earlier message; what the user named beats a bare "ja"/"nein".
