@@ -595,3 +595,15 @@ def test_a_word_of_the_query_picks_one_alternative_and_a_recommendation_is_no_ch
     history[1] = Message(role="assistant", content="Oat milk or regular? I'd add oat milk, you liked it.", id=2)
     res = resolve("yes, do that", history)
     assert not res.needs_clarification and "oat milk" in res.resolved_query.split("[Context:")[1].lower()
+
+
+def test_there_binds_the_newest_place_and_is_there_asks_about_existence() -> None:
+    alps = [Message(role="user", content="I want to go hiking in the Alps.", id=1),
+            Message(role="assistant", content="Try the area around Berchtesgaden: marked trails.", id=2)]
+    assert "refers to Berchtesgaden" in resolve("How do I get there by train?", alps).resolved_query
+    lisbon = [Message(role="user", content="Where should we go in May?", id=1),
+              Message(role="assistant", content="Lisbon is lovely in spring: mild weather.", id=2)]
+    assert "refers to Lisbon" in resolve("Where should we stay there?", lisbon).resolved_query
+    assert "refers to Lisbon" in resolve("Wie komme ich dorthin?", lisbon, language="de").resolved_query
+    res = resolve("Is there a direct flight?", lisbon)
+    assert res.references == [] and res.resolved_query == "Is there a direct flight?"

@@ -5,7 +5,9 @@ module finds their antecedents when they are not a command or a suggestion of th
 assistant but a thing named in the conversation:
 
 * places for "there", "dort", "da": the last name after a place preposition ("in Berlin",
-  "im Stadtkrankenhaus") or the name a sentence ends on ("The capital is Paris.");
+  "im Stadtkrankenhaus"), the name a sentence ends on ("The capital is Paris.") or, failing
+  both, the name a sentence opens on as its subject ("Lisbon is lovely in spring.") when no
+  message of the last turns names a place either way;
 * times for "then", "at that time", "damals": the last calendar expression ("last Friday");
 * people for "she", "her", "er", "sie": a name after a kinship or role noun ("my sister Anna");
 * grammatical gender for German pronouns: "sie" wants a feminine noun ("eine
@@ -30,10 +32,15 @@ __all__ = ["Antecedent", "find_person", "find_place", "find_time", "gender_of", 
 _I = re.IGNORECASE | re.UNICODE
 _NAME = r"[A-ZÄÖÜ][\wäöüß.-]*(?:\s+[A-ZÄÖÜ0-9][\wäöüß.-]*){0,2}"
 _PLACE = lazy_compile(
-    r"\b(?:in|at|to|from|near|im|in\s+der|in\s+dem|nach|bei|beim|aus|am)\s+(?:the\s+)?(" + _NAME + r")",
+    r"\b(?:in|at|to|from|near|around|outside|im|in\s+der|in\s+dem|nach|bei|beim|aus|am|um|nahe)\s+"
+    r"(?:the\s+)?(" + _NAME + r")",
     re.UNICODE,
 )
 _PLACE_LOWER = lazy_compile(r"\b(?:at|in|to)\s+the\s+((?:[a-z]+\s+){0,2}[a-z]+)\b", re.UNICODE)
+#: A name a sentence opens on as the subject of a place's verbs ("Lisbon is lovely in spring",
+#: "Dresden bietet viel"): the weakest sign of a place, tried after the prepositions.
+_SUBJECT_NAME = lazy_compile(
+    r"^\W*(" + _NAME + r")\s+(?:is|was|has|offers|lies|ist|war|hat|bietet|liegt)\b", re.UNICODE)
 _SENTENCE_END_NAME = lazy_compile(r"\b(?:is|are|was|ist|sind|war)\s+(" + _NAME + r")\s*[.!]?\s*$", re.UNICODE)
 _TIME = lazy_compile(
     r"\b(?:(?:last|next|this|on|letzten|nächsten|diesen|am)\s+)?"
@@ -117,7 +124,10 @@ def _last_match(history: Sequence[Message], finders: Sequence[re.Pattern[str]]) 
 
 def find_place(history: Sequence[Message]) -> Antecedent | None:
     """The place "there"/"dort" points to: the newest place named."""
-    return _last_match(history, (_SENTENCE_END_NAME, _PLACE, _PLACE_LOWER))
+    # A name after a place preposition anywhere in the last turns beats a subject name
+    # ("the hospital" before "Nursing is demanding"): a subject is often no place at all.
+    return _last_match(history, (_SENTENCE_END_NAME, _PLACE, _PLACE_LOWER)) \
+        or _last_match(history, (_SUBJECT_NAME,))
 
 
 def find_time(history: Sequence[Message]) -> Antecedent | None:

@@ -419,8 +419,9 @@ _ENGLISH_DETERMINERS = frozenset("the a an my your our their his her its this th
 # "there"/"dort"/"da" point to a place, "then"/"damals" to a time. Existential "there is" and
 # the conjunction "da" (a clause's first word: "Da es regnet, ...") do not.
 _PLACE_REF = lazy_compile(
+    r"(?<!\bis\s)(?<!\bare\s)(?<!\bwas\s)(?<!\bwere\s)"  # "is there a GUI?" asks whether one exists
     r"\bthere\b(?!\s*(?:is|are|was|were|'s|'re|will|must|might|may|seems?|should|could|has|have)\b)"
-    r"|(?<=\w\s)\b(?:dort|da)\b(?!\s*,)|\bdort\b",
+    r"|(?<=\w\s)\b(?:dort|da)\b(?!\s*,)|\bdort(?:hin)?\b",
     _I,
 )
 _TIME_REF = lazy_compile(
