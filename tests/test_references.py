@@ -607,3 +607,15 @@ def test_there_binds_the_newest_place_and_is_there_asks_about_existence() -> Non
     assert "refers to Lisbon" in resolve("Wie komme ich dorthin?", lisbon, language="de").resolved_query
     res = resolve("Is there a direct flight?", lisbon)
     assert res.references == [] and res.resolved_query == "Is there a direct flight?"
+
+
+def test_an_additive_fragment_repeats_the_last_request_but_a_reply_about_people_does_not() -> None:
+    lint = [Message(role="user", content="Run the linter on the frontend.", id=1),
+            Message(role="assistant", content="I ran `npm run lint` in frontend/: no problems.", id=2)]
+    assert "npm run lint" in resolve("now the backend too", lint).resolved_query
+    assert "npm run lint" in resolve("und das Backend auch", lint, language="de").resolved_query
+    bye = [Message(role="user", content="Thanks, bye!", id=1),
+           Message(role="assistant", content="Have a nice evening!", id=2)]
+    for query in ("and you too", "und dir auch"):
+        res = resolve(query, bye)
+        assert res.references == [] and not res.needs_clarification, query

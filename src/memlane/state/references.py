@@ -438,6 +438,18 @@ _FRAGMENT = lazy_compile(
     r"(?:for|on|in|with|at|für|auf|mit|bei|im)\b",
     _I,
 )
+# A verbless fragment that adds one more thing to the last request: "now the invoice too",
+# "and butter as well", "und Butter auch", "jetzt noch den zweiten" - an opening "and/now"
+# and an additive particle ("too", "as well", "auch", "noch"), a few words at most.
+_ADDITIVE = lazy_compile(
+    r"^\W*(?:and|now|und|jetzt|nun)\b(?:\W+[\w/.-]+){1,4}?\W+(?:too|as\s+well|also|auch)\W*$"
+    r"|^\W*(?:(?:and|und)\s+)?(?:now|jetzt|nun)\s+(?:noch|also|auch)\b",
+    _I,
+)
+_ADDITIVE_WORDS = 6
+#: The speaker or the listener in an additive fragment ("and you too", "ich auch") make it a
+#: reply about people, not one more object for the last request.
+_PERSONS = frozenset("i me you we us ich mir mich du dir dich wir uns ihr euch".split())
 _CONJUNCTIONS = frozenset("and then but or und dann aber oder sowie".split())
 _GENERIC = frozenset(
     "do does did done doing run running make again please can could would you me mach mache "
@@ -590,6 +602,11 @@ def detect_references(query: str) -> list[Reference]:
     fragment = _FRAGMENT.match(query)
     if fragment is not None and len(lang.words(query)) <= 8 and not found:
         add(fragment.group(0).strip(), "repeat", fragment.start(), fragment.end())
+    words = lang.words(query)
+    additive = _ADDITIVE.match(query)
+    if additive is not None and not found and len(words) <= _ADDITIVE_WORDS \
+            and not _PERSONS.intersection(words):
+        add(query.strip(" .!?"), "repeat", additive.start(), additive.end())
     for m in _PRONOUN_RE.finditer(query):
         if _pronoun_ok(query, m):
             add(m.group(1), "pronoun", m.start(1), m.end(1))
