@@ -53,8 +53,13 @@ class PortConformance:
             Message(role="user", content="hi", author_name="Ann"),
             Message(role="user", content="ho", author_name="Bo"),
             Message(role="assistant", content="hey"),
+            Message(role="user", content="again", author_name="Ann"),
+            Message(role="user", content="me too", author_name="Ann Lee"),
+            Message(role="user", content="lower", author_name="bo"),
         ])
-        assert store.author_names() == {"Ann", "Bo"}
+        # Each name once, however often and in whatever order it was written (the store
+        # skips through an index from one name to the next).
+        assert store.author_names() == {"Ann", "Ann Lee", "Bo", "bo"}
 
     def test_first_user_texts(self, store: Store) -> None:
         store.create_session(Session(id="chat"))

@@ -583,6 +583,11 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         # as SQLite migration 21: completed in Python right after this marker (SLOT_STEMS)
         "SELECT 1",
     ),
+    # as SQLite migration 22: author_names() skips from one name to the next
+    23: (
+        "messages by author",
+        "CREATE INDEX messages_by_author ON messages(author_name) WHERE author_name IS NOT NULL;",
+    ),
 }
 
 #: The per-tenant data versions (store/data_versions.py).

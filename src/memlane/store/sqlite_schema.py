@@ -583,6 +583,12 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         # right after this marker (SLOT_STEMS, store/notes.restem_note_slots).
         "SELECT 1",
     ),
+    22: (
+        "messages by author",
+        # Lets author_names() skip from one name to the next (sql_reads.AUTHOR_NAMES) instead
+        # of reading every message: 156 ms of a fresh process's first search at 100K.
+        "CREATE INDEX messages_by_author ON messages(author_name) WHERE author_name IS NOT NULL;",
+    ),
 }
 
 #: The migration the store completes in Python: older note slots in their words' stems.
