@@ -619,3 +619,13 @@ def test_an_additive_fragment_repeats_the_last_request_but_a_reply_about_people_
     for query in ("and you too", "und dir auch"):
         res = resolve(query, bye)
         assert res.references == [] and not res.needs_clarification, query
+
+
+def test_the_result_is_what_the_command_the_assistant_ran_reported() -> None:
+    ran = [Message(role="user", content="Wie viele Zeilen hat meine CSV-Datei?", id=1),
+           Message(role="assistant", content="Ich habe `wc -l kunden.csv` ausgeführt: 12.408 Zeilen.", id=2)]
+    res = resolve("Ist im Ergebnis die Kopfzeile mitgezählt?", ran, language="de")
+    assert "`wc -l kunden.csv`" in res.resolved_query and "12.408" in res.resolved_query
+    for query in ("What was the result of the vote?", "The result was great, thanks"):
+        res = resolve(query, [*ran[:1], Message(role="assistant", content="Glad to help!", id=2)])
+        assert res.resolved_query == query and not res.needs_clarification, query

@@ -232,6 +232,7 @@ _NOUNS_EN = {
     "explanation": "answer", "example": "answer",
     "command": "command",
     "list": "list", "options": "list",
+    "result": "result", "results": "result", "output": "result",
 }
 _NOUNS_DE = {
     "vorschlag": "suggestion", "vorschlags": "suggestion", "vorschläge": "suggestion",
@@ -240,7 +241,15 @@ _NOUNS_DE = {
     "antwort": "answer", "nachricht": "answer", "erklärung": "answer", "beispiel": "answer",
     "befehl": "command", "befehls": "command", "kommando": "command",
     "liste": "list", "optionen": "list",
+    "ergebnis": "result", "ergebnisse": "result", "resultat": "result", "ausgabe": "result",
 }
+_RESULT_NOUNS = [n for n, what in (*_NOUNS_EN.items(), *_NOUNS_DE.items()) if what == "result"]
+# What came out of a command needs no "your": "is the header in the result?", "im Ergebnis" -
+# the conversation has one result, the one the assistant just reported.
+_RESULT_REF = lazy_compile(
+    r"\b(?:the|das|die|dem|im|vom|beim|aus\s+dem)\s+(" + "|".join(_RESULT_NOUNS) + r")\b"
+    r"(?!\s+(?:of|from|von|des|der|aus)\b)",  # "the result of the vote" names its own source
+    _I)
 _REF_EN = lazy_compile(
     r"\b(?:your|the\s+(?:previous|last|earlier)|that)\s+"
     r"(?:(?:last|previous|earlier|first|latest)\s+)?(" + "|".join(_NOUNS_EN) + r")\b",
@@ -562,6 +571,7 @@ def detect_references(query: str) -> list[Reference]:
     for rx, kind in ((_CONFIRM_START, "confirmation"), (_CONTINUE, "confirmation"),
                      (_NEGATION_START, "negation"), (_NEGATION_ANY, "negation"),
                      (_REF_EN, "reference"), (_REF_DE, "reference"), (_SAID, "reference"),
+                     (_RESULT_REF, "reference"),
                      (_SELECT, "selection"), (_SELECT_ELIDED, "selection"), (_DEFINITE_TASK, "entity")):
         for m in rx.finditer(query):
             text = m.group(0).strip(" ,.!?")
@@ -854,7 +864,7 @@ def _nearest(cands: list[Candidate]) -> list[Candidate]:
 def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candidate],
                    query: str = "") -> None:
     """'your suggestion', 'the previous answer', 'what you said', 'deinen Vorschlag'."""
-    m = _REF_EN.search(ref.text) or _REF_DE.search(ref.text)
+    m = _REF_EN.search(ref.text) or _REF_DE.search(ref.text) or _RESULT_REF.search(ref.text)
     noun = m.group(1).lower() if m else ""
     what = _NOUNS_EN.get(noun) or _NOUNS_DE.get(noun) or "answer"
     if m is None and re.search(r"suggest|propos|recommend|vorgeschlagen", ref.text, _I):
@@ -862,6 +872,16 @@ def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candi
     if noun in _COMMAND_NOUNS or ref.kind == "entity":
         what = "command"
     mine = [c for c in cands if c.role == "assistant" and c.message_id is not None]
+    ran = [c for c in mine if c.kind in ("action", "command")] if what == "result" else []
+    if ran:  # the result of what the assistant ran: the command and what it reported
+        c = _nearest(ran)[0]
+        outcome = c.answer or c.sentence
+        _set(ref, c.target, c.message_id, c.message_text, 0.85,
+             f"'{ref.text}' is the result of `{c.target}`: {_snip(outcome, 160)}")
+        return
+    if what == "result" and not _REF_EN.search(ref.text) and not _REF_DE.search(ref.text):
+        ref.confidence = 0.2  # "the result was fine" with nothing run: no result to point at
+        return
     if what == "list":
         items = [c for c in mine if c.in_list]
         if items:
