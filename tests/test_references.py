@@ -629,3 +629,19 @@ def test_the_result_is_what_the_command_the_assistant_ran_reported() -> None:
     for query in ("What was the result of the vote?", "The result was great, thanks"):
         res = resolve(query, [*ran[:1], Message(role="assistant", content="Glad to help!", id=2)])
         assert res.resolved_query == query and not res.needs_clarification, query
+
+
+def test_a_topic_phrase_after_that_and_an_adverb_before_the_verb() -> None:
+    eggs = [Message(role="user", content="How long should I boil eggs?", id=1),
+            Message(role="assistant", content="Soft-boiled: 6 minutes. Hard-boiled: 10 minutes.", id=2),
+            Message(role="user", content="What about screen time for kids?", id=3),
+            Message(role="assistant", content="No screens an hour before bed.", id=4)]
+    assert "6 minutes" in resolve("what was that about eggs?", eggs).resolved_query
+    flies = [Message(role="user", content="How do I get rid of fruit flies?", id=1),
+             Message(role="assistant", content="Put a bowl of apple cider vinegar next to the fruit.", id=2)]
+    assert "vinegar" in resolve("Does that really work?", flies).resolved_query
+    roast = [Message(role="user", content="Wie lange muss ein Braten ruhen?", id=1),
+             Message(role="assistant", content="Lass den Braten zehn Minuten ruhen.", id=2),
+             Message(role="user", content="Und die Soße?", id=3),
+             Message(role="assistant", content="Den Bratensatz mit Brühe ablöschen.", id=4)]
+    assert "zehn Minuten" in resolve("Was hattest du zum Braten gesagt?", roast, language="de").resolved_query

@@ -320,12 +320,23 @@ _NOT_NOUN = frozenset(
 _NOT_NOUN_EN = frozenset(
     "must might may must've stands stand made makes make means meant got gets went goes came "
     "comes keeps kept feels felt sounded seemed looked happens that this these those which "
-    "what who i'm you're we're they're it's what's kind sort way much many".split()
+    "what who i'm you're we're they're it's what's kind sort way much many "
+    # prepositions: "what was that about sleep?" - "that" is the pronoun, "about" its topic
+    "about of for with from into onto over under after before without than like".split()
 )
 _ADJECTIVES = frozenset(
     "new old big small little tough great last other same whole first second next nice "
     "good bad amazing awesome cool lovely beautiful special huge tiny whole entire".split()
 )
+
+
+def _adverb(word: str) -> bool:
+    """"Does that really work?": an -ly adverb between a pronoun and its verb is no noun."""
+    return len(word) > 4 and word.endswith("ly") and word not in _LY_NOUNS
+
+
+#: Nouns that end like an adverb ("that family", "this July").
+_LY_NOUNS = frozenset("family supply assembly reply july italy rally jelly belly bully holly anomaly".split())
 
 
 def _adjective(word: str) -> bool:
@@ -530,6 +541,7 @@ def _pronoun_ok(query: str, m: re.Match[str]) -> bool:
     # another word for the verb, so "file" is the noun of "that file".
     pronoun_before_verb = _verb_follows(query, start, after, second)
     if word in ("that", "this", "these", "those") and after and low_after not in _NOT_NOUN \
+            and low_after not in _NOT_NOUN_EN and not _adverb(low_after) \
             and not at_end and not pronoun_before_verb:
         return False  # "that file" (an entity), "that we" (a conjunction), "this morning"
     if word == "that" and _prev_word(query, start) in _THAT_CONJ_BEFORE:
@@ -584,7 +596,8 @@ def detect_references(query: str) -> list[Reference]:
     for rx in (_DEMONSTRATIVE_EN, _DEMONSTRATIVE_DE):
         for m in rx.finditer(query):
             noun = m.group(2).lower()
-            if noun in _NOT_NOUN or noun in _TIME_NOUNS or noun in _SUBJECTS or noun in _NOT_NOUN_EN:
+            if noun in _NOT_NOUN or noun in _TIME_NOUNS or noun in _SUBJECTS or noun in _NOT_NOUN_EN \
+                    or (rx is _DEMONSTRATIVE_EN and _adverb(noun)):
                 continue
             if m.group(1).lower() == "that" and _prev_word(query, m.start()) in _THAT_CONJ_BEFORE:
                 continue
@@ -1107,7 +1120,9 @@ def _about(history: Sequence[Message], query: str, ref: Reference,
         if msg.role == "user":
             asked = msg.content
         elif msg.role == "assistant" and msg.content.strip():
-            overlap = _shared(want, _text_stems(asked + " " + msg.content))
+            have = _text_stems(asked + " " + msg.content)
+            # a word named as such outranks a compound it opens ("Braten" / "Bratensatz")
+            overlap = _shared(want, have) + len(want & have)
             if overlap and (best is None or overlap >= best[0]):
                 best = (overlap, msg)
     return best[1] if best else None
