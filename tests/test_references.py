@@ -645,3 +645,11 @@ def test_a_topic_phrase_after_that_and_an_adverb_before_the_verb() -> None:
              Message(role="user", content="Und die Soße?", id=3),
              Message(role="assistant", content="Den Bratensatz mit Brühe ablöschen.", id=4)]
     assert "zehn Minuten" in resolve("Was hattest du zum Braten gesagt?", roast, language="de").resolved_query
+
+
+def test_a_german_ordinal_with_the_noun_of_the_list_selects_from_it() -> None:
+    ideas = [Message(role="user", content="Was machen wir am Sonntag?", id=1),
+             Message(role="assistant", content="Drei Ideen:\n1. Zoo\n2. Schwimmbad\n3. Picknick im Park", id=2)]
+    assert "Picknick" in resolve("die dritte Idee gefällt mir", ideas, language="de").resolved_query
+    res = resolve("Der erste Schultag war schön", ideas, language="de")
+    assert res.resolved_query == "Der erste Schultag war schön" and not res.needs_clarification

@@ -295,6 +295,10 @@ _SELECT_ELIDED = lazy_compile(
     + r")(?=\s+(?-i:[a-zäöüß])|\W*$)",
     _I,
 )
+# German capitalises the noun after an ordinal: "die dritte Idee", "den zweiten Flug" - a
+# selection when the last answer names that noun (its list header: "Drei Ideen:").
+_SELECT_NOUN_DE = lazy_compile(
+    r"\b(?:die|den|das|der|dem)\s+(" + "|".join(_ORDINALS_DE) + r")\s+(?-i:([A-ZÄÖÜ][\wäöüß-]+))", _I)
 _NAMED_ID = lazy_compile(r"\s*[-#]?\s*\d")
 _TASK_NOUNS = frozenset("task job ticket issue aufgabe auftrag vorgang".split())
 _COMMAND_NOUNS = frozenset("command befehl kommando".split())
@@ -584,7 +588,8 @@ def detect_references(query: str) -> list[Reference]:
                      (_NEGATION_START, "negation"), (_NEGATION_ANY, "negation"),
                      (_REF_EN, "reference"), (_REF_DE, "reference"), (_SAID, "reference"),
                      (_RESULT_REF, "reference"),
-                     (_SELECT, "selection"), (_SELECT_ELIDED, "selection"), (_DEFINITE_TASK, "entity")):
+                     (_SELECT, "selection"), (_SELECT_ELIDED, "selection"), (_SELECT_NOUN_DE, "selection"),
+                     (_DEFINITE_TASK, "entity")):
         for m in rx.finditer(query):
             text = m.group(0).strip(" ,.!?")
             if rx is _CONTINUE and _FIRST_PERSON_BEFORE.search(query[:m.start()]):
@@ -939,9 +944,15 @@ def _resolve_named(ref: Reference, history: Sequence[Message], cands: list[Candi
 def _resolve_selection(ref: Reference, history: Sequence[Message]) -> None:
     m = _SELECT.search(ref.text)
     msg = _last_assistant(history)
-    if m is None or msg is None:
+    noun = _SELECT_NOUN_DE.match(ref.text) if m is None else None
+    if msg is None or (noun is not None and not _shared(_text_stems(noun.group(2)), _text_stems(msg.content))):
+        return  # "der erste Schultag" is no option of an answer that never spoke of one
+    if noun is not None:
+        index = _ORDINALS[noun.group(1).lower()]
+    elif m is not None:
+        index = _ORDINALS[m.group(1).lower()] if m.group(1) else int(m.group(2) or m.group(3))
+    else:
         return
-    index = _ORDINALS[m.group(1).lower()] if m.group(1) else int(m.group(2) or m.group(3))
     items = [i.strip() for i in _LIST_ITEM.findall(msg.content)] or _inline_items(msg.content)
     if index == -1:
         index = len(items)
