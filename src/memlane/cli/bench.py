@@ -140,6 +140,24 @@ def hotcache_cmd(
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 
+def tenant_writes_cmd(
+    processes: int = typer.Option(3, "--processes", min=1, max=16, help="Writer processes (instances)."),
+    appenders: int = typer.Option(2, "--append-threads", min=0, help="Appending threads per process."),
+    deriveds: int = typer.Option(2, "--derived-threads", min=0, help="Threads per process rewriting derived rows."),
+    seconds: float = typer.Option(8.0, "--seconds", min=1.0, help="Seconds per variant and round."),
+    rounds: int = typer.Option(2, "--rounds", min=1, help="Rounds (the variants run in turn in each)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Concurrent writers of one tenant on PostgreSQL with the sharded data version, the one-row
+    version of migration 21 and none (throughput, p50/p95, lock waits, deadlocks; one run)."""
+    from memlane.bench_tenant_writes import format_table, run_tenant_writes_bench
+
+    with status("benchmarking one tenant's concurrent writers"):
+        result = run_tenant_writes_bench(
+            processes=processes, appenders=appenders, deriveds=deriveds, seconds=seconds, rounds=rounds)
+    print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
 def stems_cmd(
     messages: int = typer.Option(5000, "--messages", min=100, help="German messages to time per side."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -156,6 +174,7 @@ def register(app: typer.Typer) -> None:
     app.command("stems")(stems_cmd)
     app.command("caches")(caches_cmd)
     app.command("hotcache")(hotcache_cmd)
+    app.command("tenant-writes")(tenant_writes_cmd)
     app.command("erase")(erase_cmd)
     app.command("events")(events_cmd)
     app.command("write")(write_cmd)

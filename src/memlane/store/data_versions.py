@@ -13,14 +13,22 @@ else; a packet built while it moved is not kept.
 On PostgreSQL, ``message_vectors`` exists only where pgvector does; a store that gets the
 extension later gets the trigger when the vectors migration runs (store/postgres.py).
 
-Cost: one indexed upsert per written row, in the same transaction. On PostgreSQL the
-tenant's row is locked until COMMIT, so writers of one tenant commit one at a time (as
-event-writing transactions already do, migration 9).
+Cost: one indexed upsert per written row, in the same transaction. On PostgreSQL a bumped
+row stays locked until COMMIT, so one row per tenant (migration 21) made every writer of a
+tenant - sessions, instances, the embedder, summaries - commit one at a time, and could
+deadlock against the change-event lock (an append bumps at its session UPDATE and then
+takes that lock; a new session or note takes that lock and then bumps). Migration 24
+splits the counter into rows per tenant: a transaction bumps the first row no other
+transaction holds (``FOR UPDATE SKIP LOCKED``, which never waits) and adds one when all
+are held, so there are about as many rows as the tenant's most concurrent writers and no
+writer waits for another's version row. ``tenant_versions`` became a view giving each tenant's sum: every
+committed write still raises it, nothing lowers it (rows are only ever incremented), so
+a packet keyed by it still goes stale with every write.
 """
 
 from __future__ import annotations
 
-__all__ = ["POSTGRES_SQL", "POSTGRES_VECTORS_TRIGGER", "SQLITE_SQL"]
+__all__ = ["POSTGRES_SHARDS_SQL", "POSTGRES_SQL", "POSTGRES_VECTORS_TRIGGER", "SQLITE_SQL"]
 
 #: (table, SQL giving the row's tenant from ``{row}`` (new/old), operations) of SQLite.
 _SQLITE_TABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -59,9 +67,10 @@ def _sqlite_sql() -> str:
 
 SQLITE_SQL = _sqlite_sql()
 
-POSTGRES_SQL = """
-CREATE TABLE tenant_versions (tenant_id TEXT PRIMARY KEY, version BIGINT NOT NULL);
-CREATE FUNCTION memlane_data_version() RETURNS trigger LANGUAGE plpgsql AS $$
+#: The trigger function of both PostgreSQL migrations: finds the written row's tenant, then
+#: runs ``bump`` (which counter row moves is what migration 24 changed).
+_PG_FUNCTION = """
+CREATE OR REPLACE FUNCTION memlane_data_version() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     row_tenant TEXT;
     sid TEXT;
@@ -73,10 +82,14 @@ BEGIN
     ELSE row_tenant := NEW.tenant_id;
     END IF;
     IF row_tenant IS NULL THEN RETURN NULL; END IF;
-    INSERT INTO tenant_versions AS t (tenant_id, version) VALUES (row_tenant, 1)
-        ON CONFLICT (tenant_id) DO UPDATE SET version = t.version + 1;
+{bump}
     RETURN NULL;
 END $$;
+"""
+
+POSTGRES_SQL = """
+CREATE TABLE tenant_versions (tenant_id TEXT PRIMARY KEY, version BIGINT NOT NULL);
+{function}
 DO $$
 DECLARE tbl TEXT;
 BEGIN
@@ -89,7 +102,9 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
-"""
+""".format(function=_PG_FUNCTION.format(bump="""
+    INSERT INTO tenant_versions AS t (tenant_id, version) VALUES (row_tenant, 1)
+        ON CONFLICT (tenant_id) DO UPDATE SET version = t.version + 1;"""))
 
 #: For a store whose pgvector arrived after its data versions (migration 2 is optional and
 #: retried at each start): the trigger the data-versions migration could not make then.
@@ -97,3 +112,31 @@ POSTGRES_VECTORS_TRIGGER = """
 CREATE TRIGGER data_version AFTER INSERT OR UPDATE OR DELETE ON message_vectors
     FOR EACH ROW EXECUTE FUNCTION memlane_data_version();
 """
+
+#: PostgreSQL migration 24: the counter of migration 21 split into rows per tenant (see the
+#: module's docstring); the old counts move to shard 0, so no version goes back.
+POSTGRES_SHARDS_SQL = """
+LOCK TABLE tenant_versions IN ACCESS EXCLUSIVE MODE;
+CREATE TABLE tenant_version_shards (
+    tenant_id TEXT NOT NULL,
+    shard BIGINT NOT NULL,
+    version BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, shard)
+);
+CREATE SEQUENCE tenant_version_shard_ids;  -- starts at 1: shard 0 is the old count
+INSERT INTO tenant_version_shards (tenant_id, shard, version) SELECT tenant_id, 0, version FROM tenant_versions;
+DROP TABLE tenant_versions;
+CREATE VIEW tenant_versions AS
+    SELECT tenant_id, SUM(version)::BIGINT AS version FROM tenant_version_shards GROUP BY tenant_id;
+{function}
+""".format(function=_PG_FUNCTION.format(bump="""
+    -- the first row no other transaction holds (SKIP LOCKED never waits; rows this one
+    -- holds are not skipped), else a new row nobody else can hold yet
+    UPDATE tenant_version_shards SET version = version + 1
+        WHERE (tenant_id, shard) = (SELECT tenant_id, shard FROM tenant_version_shards
+                                    WHERE tenant_id = row_tenant ORDER BY shard LIMIT 1
+                                    FOR UPDATE SKIP LOCKED);
+    IF NOT FOUND THEN
+        INSERT INTO tenant_version_shards (tenant_id, shard, version)
+            VALUES (row_tenant, nextval('tenant_version_shard_ids'), 1);
+    END IF;"""))

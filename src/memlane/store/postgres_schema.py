@@ -30,6 +30,7 @@ Layout choices:
 
 from __future__ import annotations
 
+from memlane.store.data_versions import POSTGRES_SHARDS_SQL as DATA_VERSION_SHARDS_POSTGRES
 from memlane.store.data_versions import POSTGRES_SQL as DATA_VERSIONS_POSTGRES
 from memlane.store.session_scoping import scope_sessions_sql
 
@@ -588,10 +589,13 @@ MIGRATIONS: dict[int, tuple[str, str]] = {
         "messages by author",
         "CREATE INDEX messages_by_author ON messages(author_name) WHERE author_name IS NOT NULL;",
     ),
+    # PostgreSQL only: one row per tenant made the tenant's writers commit one at a time
+    24: ("tenant data versions in shards", DATA_VERSION_SHARDS_POSTGRES),
 }
 
-#: The per-tenant data versions (store/data_versions.py).
+#: The per-tenant data versions (store/data_versions.py), and their split into rows.
 DATA_VERSIONS = 21
+DATA_VERSION_SHARDS = 24
 
 #: The migration the store completes in Python: judging the language of older notes.
 NOTE_LANGUAGES = 17
