@@ -653,3 +653,14 @@ def test_a_german_ordinal_with_the_noun_of_the_list_selects_from_it() -> None:
     assert "Picknick" in resolve("die dritte Idee gefällt mir", ideas, language="de").resolved_query
     res = resolve("Der erste Schultag war schön", ideas, language="de")
     assert res.resolved_query == "Der erste Schultag war schön" and not res.needs_clarification
+
+
+@pytest.mark.parametrize(("answer", "query", "language", "name"), [
+    ("Ask Priya from next door; she loves plants.", "Is she free on Monday?", "en", "Priya"),
+    ("Call Mike Jensen, he is a plumber.", "Is he expensive?", "en", "Mike Jensen"),
+    ("Frag Herrn Schulz, der hat einen Transporter.", "Wann hat er Zeit?", "de", "Schulz"),
+])
+def test_a_person_pronoun_binds_the_person_the_answer_named_not_its_sentence(
+        answer: str, query: str, language: str, name: str) -> None:
+    history = [Message(role="user", content="Who can help?", id=1), Message(role="assistant", content=answer, id=2)]
+    assert f"refers to {name} " in resolve(query, history, language=language).resolved_query

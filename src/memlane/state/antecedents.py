@@ -61,6 +61,14 @@ _PERSON = lazy_compile(
     r"bruder|vater|sohn|mann|freund|onkel|opa|großvater|neffe|kollege|chef)\s+([A-ZÄÖÜ][a-zäöüß]+)",
     _I,
 )
+_TITLE = lazy_compile(
+    r"\b((?i:herrn?|frau|mr|mrs|ms|miss)\.?)\s+([A-ZÄÖÜ][a-zäöüß]+(?:\s+[A-ZÄÖÜ][a-zäöüß]+)?)", re.UNICODE)
+_FEMALE_TITLES = frozenset("frau mrs ms miss".split())
+_MALE_TITLES = frozenset("herr herrn mr".split())
+#: Whom the assistant sends the user to talk to: the object of asking, calling, writing.
+_ADDRESSEE = lazy_compile(
+    r"\b(?i:ask|call|talk\s+to|speak\s+to|contact|email|text|frag|fragt|ruf|kontaktiere|schreib|"
+    r"wende\s+dich\s+an)\s+([A-ZÄÖÜ][a-zäöüß]+(?:\s+[A-ZÄÖÜ][a-zäöüß]+)?)", re.UNICODE)
 _FEMALE = frozenset(
     "sister mother mom mum daughter wife girlfriend aunt grandmother niece schwester mutter "
     "tochter frau freundin tante oma großmutter nichte kollegin chefin".split()
@@ -141,13 +149,22 @@ def find_time(history: Sequence[Message]) -> Antecedent | None:
 
 
 def find_person(history: Sequence[Message], gender: str) -> Antecedent | None:
-    """The person "she"/"him"/"sie"/"ihn" points to: a name introduced by a kinship or role
-    noun of that gender ("my sister Anna"); ``gender`` is "f" or "m"."""
+    """The person "she"/"him"/"sie"/"ihn" points to, newest message first: a name introduced
+    by a kinship or role noun or a title of that gender ("my sister Anna", "Herrn Schulz"),
+    or a name the assistant sends the user to ("Ask Priya", "Call Mike Jensen"), whose
+    gender the name alone does not tell; ``gender`` is "f" or "m"."""
     words = _FEMALE if gender == "f" else _MALE
+    titles = _FEMALE_TITLES if gender == "f" else _MALE_TITLES
     for msg in _recent(history, turns=4):
-        for m in reversed(list(_PERSON.finditer(msg.content))):
-            if m.group(1).lower() in words:
-                return Antecedent(m.group(2), msg, m.group(0))
+        found = [(m.start(), m.group(2), m.group(0)) for m in _PERSON.finditer(msg.content)
+                 if m.group(1).lower() in words]
+        found += [(m.start(), m.group(2), m.group(0)) for m in _TITLE.finditer(msg.content)
+                  if m.group(1).lower().rstrip(".") in titles]
+        found += [(m.start(), m.group(1), m.group(0)) for m in _ADDRESSEE.finditer(msg.content)
+                  if m.group(1).split()[0].lower() not in STOPWORDS]
+        if found:
+            _, name, phrase = max(found)
+            return Antecedent(name, msg, phrase)
     return None
 
 
