@@ -302,6 +302,8 @@ def test_demonstrative_noun_phrase_finds_the_message_that_named_it(mem: Memory) 
         "Es fällt mir schwer, jeden Tag zu üben.",
         "Es dauert noch drei Wochen, bis alles gepackt ist.",
         "Es kommt darauf an, wie viel Zeit ich habe.",
+        "Es lohnt sich, früh loszugehen.",
+        "It is worth starting early.",
     ],
 )
 def test_no_reference_no_change(query: str) -> None:

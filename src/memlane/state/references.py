@@ -385,6 +385,8 @@ _EXPLETIVE_EN = lazy_compile(
     r"(?:minutes|hours|days|weeks|months|years))\b|\bit\b[^.?!,;]{0,30}\b(?:until|till)\b|"
     # "matter" and "seem" take an impersonal subject: "it doesn't matter", "does it matter"
     r"\bit\s+(?:doesn't|does\s+not|didn't|did\s+not|won't|wouldn't|don't)\s+(?:matter|seem)\b|"
+    # a gerund clause that follows: "it's worth starting early", "it's no use asking"
+    r"\bit(?:'s|\s+is|\s+was)\s+(?:(?:not|no|really|definitely|still)\s+)?(?:worth|use|good)\s+\w+ing\b|"
     r"\b(?:does|did|will|would)\s+it\s+(?:matter|seem)\b|\bit\s+(?:matters|mattered|seemed)\b",
     _I,
 )
@@ -409,7 +411,8 @@ _EXPLETIVE_DE = lazy_compile(
     # a placeholder for a clause that follows: "es ist wichtig, ... zu", "kommt es vor, dass"
     r"\bes\b[^.?!]*,\s*(?:dass|zu|wenn|ob|bis)\b|\bes\b[^.?!,]*\bvor,?\s+dass\b|"
     # ... or an extraposed infinitive: "es fällt mir schwer, jeden Tag zu üben"
-    r"\bes\b[^.?!]*,[^.?!,]*\bzu\s+[a-zäöüß]+\s*[.!?]*\s*$|"
+    # (a separable verb takes "zu" inside: "es lohnt sich, früh loszugehen")
+    r"\bes\b[^.?!]*,[^.?!,]*\b(?:zu\s+[a-zäöüß]+|[a-zäöüß]{2,}zu[a-zäöüß]{2,}en)\s*[.!?]*\s*$|"
     # durations and "schwer/leicht fallen" take an impersonal subject: "wie lange dauert es"
     r"\bwie\s+(?:lange|viel\s+zeit)\s+(?:dauert|dauerte|braucht|brauchte)\s+es\b|"
     r"\bes\s+fällt\s+\w+\s+(?:\w+\s+)?(?:schwer|leicht)\b|\bfällt\s+es\s+\w+\s+(?:\w+\s+)?(?:schwer|leicht)\b|"
