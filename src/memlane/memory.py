@@ -342,9 +342,18 @@ class Memory:
         language model: the next process that reads derived data catches up from the log.
         Long-running writers (workers, bots) may call it at start.
         """
+        self._start_background(build_parts=True)
+
+    def _start_background(self, *, build_parts: bool) -> None:
+        """``build_parts=False`` (a search): make the other parts (state, summaries, notes:
+        ~0.1-0.2 s of imports) only when first used or before the first derived
+        notification, not on the first search's path; they catch up from the log."""
         if self._background_started or not self.enabled:
             return
-        self.parts.build_all()  # their observers must be registered before the replay
+        if build_parts:
+            self.parts.build_all()  # their observers must be registered before the replay
+        else:
+            self.parts.build("recall")  # the search's own part: its worker starts the model now
         with self._pending_lock:
             if self._background_started:
                 return
@@ -763,6 +772,7 @@ class Memory:
         self._notify_derived(session, stored)
 
     def _notify_derived(self, session: Session, stored: list[Message]) -> None:
+        self.parts.build_all()  # every part sees every append after the start (no-op once made)
         if self._background_observers:
             self._start_dispatcher()
             self._dispatch_queue.put((session, stored))
@@ -1400,7 +1410,7 @@ class Memory:
 
         ``min_score`` is a floor on the calibrated relevance ``hit.score`` (0-1);
         ``unowned=True`` keeps to sessions that belong to no user."""
-        self.start_background_work()  # a process that searches keeps derived data current
+        self._start_background(build_parts=False)  # a process that searches keeps derived data current
         self.sync_caches()
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
@@ -1481,6 +1491,7 @@ class Memory:
         self._retry_pending()
         if self.enabled:
             self.store.index_pending_keywords()  # every stored message searchable by keyword
+        self.parts.build_all()  # a part not made yet catches up now, and flush waits for it
         self._drain_dispatcher(timeout)
         self.parts.flush(timeout)
 
