@@ -65,7 +65,7 @@ def test_the_shipped_dev_set_covers_issue_17_and_holds_its_figures() -> None:
     assert {c.category for c in cases} >= {
         "pronoun", "demonstrative", "locative_time", "repetition", "ordinal", "topic_qualified",
         "assistant_item", "confirmation", "negation", "impersonal", "ambiguous", "implicit"}
-    assert {c.split for c in cases} == {"dev", "held", "held2", "held4"}
+    assert {c.split for c in cases} == {"dev", "held", "held2", "held3", "held4"}
     held2 = [c for c in cases if c.split == "held2"]
     assert len(held2) >= 60 and sum(c.language == "de" for c in held2) * 2 >= len(held2)
     figures = run_references_eval(None)["figures"]
@@ -76,6 +76,10 @@ def test_the_shipped_dev_set_covers_issue_17_and_holds_its_figures() -> None:
     assert figures["split:held2"]["accuracy"] >= 0.9, figures["split:held2"]
     for group in ("split:dev", "split:held", "split:held2"):
         assert figures[group]["false_positive_rate"] <= 0.05, (group, figures[group])
+    # held3 is blind (never shown to whoever changed the resolver): 0.592 at 0b5767c, 0.857 at
+    # a9a54dc; a floor well under that, so a change that breaks how the fixes generalise fails
+    assert figures["split:held3"]["accuracy"] >= 0.8, figures["split:held3"]
+    assert figures["split:held3"]["false_positive_rate"] <= 0.15, figures["split:held3"]
     # held4 (everyday domains) scored 0.717 before any change aimed at it (even half 0.750);
     # odd ids tuned on, even held aside - floors, not targets
     held4 = [c for c in cases if c.split == "held4"]
