@@ -70,6 +70,11 @@ class Indexer:
         with self._cond:
             if self._thread is not None or self._stop:
                 return
+            # numpy whole before the worker exists: the worker's model start and the caller's
+            # search (the language identifier, the vectors) would otherwise import it at once
+            # from two threads, and numpy's C core fails a second thread's import that way
+            # ("cannot import name '__cpu_features__' from partially initialized module").
+            import numpy  # noqa: F401
             self._thread = threading.Thread(target=self._run, name="memlane-indexer", daemon=True)
             self._thread.start()
 
