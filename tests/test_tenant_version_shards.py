@@ -142,3 +142,16 @@ def test_the_one_row_versions_of_migration_21_carry_over(pg_url: str) -> None:
         assert store.tenant_version("old") == 42 and store.tenant_version("other") == 7
     finally:
         store.close()
+
+
+def test_bench_tenant_writes_runs_the_three_shapes_side_by_side() -> None:
+    from memlane.bench_tenant_writes import VARIANTS, format_table, run_tenant_writes_bench
+
+    result = run_tenant_writes_bench(processes=1, appenders=1, deriveds=1, seconds=1.0, rounds=1)
+    assert set(result["runs"]) == set(VARIANTS)
+    for variant, run in result["runs"].items():
+        assert run["appends_per_s"] > 0 and run["derived_per_s"] > 0, variant
+    shards = result["runs"]["shards"]
+    assert shards["deadlocks"] == 0 and shards["failed_writes"] == 0
+    table = format_table(result)
+    assert all(v in table for v in VARIANTS) and "load average" in table
