@@ -41,11 +41,12 @@ LOG_TABLES = ("sessions", "messages", "turns", "derived")
 #: Tables that are copied, rebuilt or bookkeeping; anything else in the source is reported.
 #: change_events is not copied: the target's triggers write its own events as rows arrive.
 #: Nor is the response cache: its answers are keyed by message and note ids the target
-#: hands out anew, and a cache refills by use.
+#: hands out anew, and a cache refills by use. Nor are tenant_versions: they are cache keys,
+#: not data, and the target's triggers count its own writes (on PostgreSQL it is a view).
 _HANDLED = frozenset(
     {*LOG_TABLES, "tool_call_ids", "message_vectors", "vector_meta", "vector_deletions", "schema_migrations",
      "sqlite_sequence", "change_events", "change_events_pruned", "response_cache", "response_cache_sources",
-     "response_cache_counts"}
+     "response_cache_counts", "tenant_versions"}
 )
 
 
