@@ -61,7 +61,7 @@ def _points(convs: list[dict[str, Any]], embedder: Any) -> list[_Point]:
             if turn.get("role") == "user" and isinstance(turn.get("switch"), bool):
                 recent = seen[-WINDOW:]
                 sig = shift_signals(content, recent, embedder)
-                skipped = len(words(content)) < 3 or has_reference_cues(content)
+                skipped = len(words(content)) < 3 or has_reference_cues(content, recent)
                 out.append(_Point(conv["language"], str(conv.get("split") or "dev"), turn["switch"],
                                   skipped, sig))
             seen.append(content)

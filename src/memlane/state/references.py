@@ -645,9 +645,24 @@ def detect_references(query: str) -> list[Reference]:
     return found
 
 
-def has_reference_cues(text: str) -> bool:
-    """Whether ``text`` refers back at all (the tracker's cheap test before it reads history)."""
-    return bool(detect_references(text))
+def has_reference_cues(text: str, recent: Sequence[str] = ()) -> bool:
+    """Whether ``text`` refers back at all (the tracker's cheap test before it reads history).
+
+    With ``recent`` (the turns before it, oldest first), an ordinal before a noun ("die dritte
+    Idee") counts only when the last of them names that noun, as the resolver requires: "die
+    letzte Fußball-WM" after a cake recipe is a new topic, not a pick from a list.
+    """
+    refs = detect_references(text)
+    if recent:
+        refs = [r for r in refs if not _noun_selection_unbacked(r, recent[-1])]
+    return bool(refs)
+
+
+def _noun_selection_unbacked(ref: Reference, last: str) -> bool:
+    if ref.kind != "selection" or _SELECT.search(ref.text) is not None:
+        return False
+    noun = _SELECT_NOUN_DE.match(ref.text)
+    return noun is not None and not _shared(_text_stems(noun.group(2)), _text_stems(last))
 
 
 # --------------------------------------------------------------------- candidates

@@ -112,7 +112,7 @@ def is_topic_change(
     """
     from memlane.state.references import has_reference_cues
 
-    if not recent or len(words(query)) < 3 or has_reference_cues(query):
+    if not recent or len(words(query)) < 3 or has_reference_cues(query, recent):
         return False
     signals = shift_signals(query, recent, embedder, embedding_languages)
     return decide(signals, detect_language(query), threshold, embedding_languages)
