@@ -605,12 +605,9 @@ class Memory:
             for sid in sorted({m.session_id for m in msgs} - set(request.session_ids)):
                 self._notify_forget(sid, [m.id for m in msgs if m.session_id == sid and m.id])
             touched |= {m.session_id for m in msgs}
-        # The tenants whose packets may quote what goes (read while the sessions exist);
-        # a note names its tenant only in its row, so erasing notes drops every packet.
-        tenants: set[str | None] = set()
-        if self.settings.redis_url:
-            tenants = {None} if request.note_ids else {
-                s.tenant_id for sid in sorted(touched) if (s := self.store.get_session(sid)) is not None}
+        # The tenants whose packets may quote what goes: a session key names its tenant (no
+        # read); a note names its tenant only in its row, so erasing notes drops every packet.
+        tenants: set[str | None] = {None} if request.note_ids else {tenant_of_key(sid) for sid in touched}
         counts = self.store.erase(request)
         self._drop_hot(touched, tenants)  # after the rows went: nothing can refill from them
         return counts
