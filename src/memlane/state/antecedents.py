@@ -1,6 +1,6 @@
 """What a pronoun, a "there"/"dort" or a "then"/"damals" points back to, English and German.
 
-The reference resolver (``state/references.py``) finds the words that refer back; this
+The reference resolver (``state/references/``) finds the words that refer back; this
 module finds their antecedents when they are not a command or a suggestion of the
 assistant but a thing named in the conversation:
 
