@@ -223,6 +223,39 @@ class StoreConformance(PortConformance):
         assert store.keyword_search('puppies AND "NEAR(', MessageFilter())
         assert store.keyword_search("zebra", MessageFilter()) == []
 
+    def test_get_messages_under_a_filter(self, store: Store) -> None:
+        # The same filter keyword search applies, on messages read by id (the search
+        # engine's replies to a question), on every backend.
+        store.create_session(Session(id="a", user_id="ana", tenant_id="t1"))
+        store.create_session(Session(id="b", user_id="ben", tenant_id="t2"))
+        store.create_session(Session(id="c"))
+        t0 = datetime(2024, 1, 1, tzinfo=UTC)
+        a_old, = store.append("a", [_msg("hidden soon", created_at=t0)])
+        store.hide_messages("a")
+        a_user, a_bot = store.append("a", [
+            _msg("a question?", author_id="ana", author_name="Ana", created_at=t0 + timedelta(days=1)),
+            _msg("an answer", "assistant", created_at=t0 + timedelta(days=2)),
+        ])
+        b_user, = store.append("b", [_msg("ben asks", author_name="Ben", created_at=t0 + timedelta(days=3))])
+        c_user, = store.append("c", [_msg("nobody's", created_at=t0 + timedelta(days=4))])
+        every = [m.id or 0 for m in (c_user, b_user, a_bot, a_user, a_old)]
+
+        def ids(**flt: object) -> list[int | None]:
+            return [m.id for m in store.get_messages([*every, 10_000], MessageFilter(**flt))]  # type: ignore[arg-type]
+
+        assert ids() == [c_user.id, b_user.id, a_bot.id, a_user.id]  # order kept, hidden and missing left out
+        assert ids(include_hidden=True) == [*ids(), a_old.id]
+        assert ids(session_id="a") == [a_bot.id, a_user.id]
+        assert ids(user_id="ben") == [b_user.id]
+        assert ids(tenant_id="t1") == [a_bot.id, a_user.id]
+        assert ids(unowned=True) == [c_user.id]
+        assert ids(roles=("assistant",)) == [a_bot.id]
+        assert ids(authors=("ana",)) == ids(authors=("Ana",)) == [a_user.id]  # by id or by name
+        assert ids(since=t0 + timedelta(days=2), until=t0 + timedelta(days=3)) == [b_user.id, a_bot.id]
+        assert store.get_messages([], MessageFilter()) == []
+        assert [m.id for m in store.get_messages(every)] == [m.id for m in store.get_messages(every, None)] \
+            == [c_user.id, b_user.id, a_bot.id, a_user.id, a_old.id]  # no filter: every message, hidden too
+
     def test_list_sessions_filters_and_order(self, store: Store) -> None:
         base = datetime(2024, 1, 1, tzinfo=UTC)
         for i, (sid, user) in enumerate([("a", "ana"), ("b", "ben"), ("c", "ana")]):

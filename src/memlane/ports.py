@@ -162,7 +162,11 @@ class MessageLog(Protocol):
         """Oldest first; all sessions when session_id is None (for reindex and export)."""
         ...
 
-    def get_messages(self, ids: Sequence[int]) -> list[Message]: ...
+    def get_messages(self, ids: Sequence[int], flt: MessageFilter | None = None) -> list[Message]:
+        """The messages with these ids that exist, in the order of ``ids``; with ``flt``,
+        only those that pass it (the same filter keyword and vector search apply)."""
+        ...
+
     def update_message(
         self,
         message_id: int,

@@ -144,21 +144,6 @@ def _coverage(terms: set[str], text: str) -> float:
     return sum(1 for t in terms if t in text) / len(terms) if terms else 0.0
 
 
-def _passes(msg: Message, flt: MessageFilter) -> bool:
-    """Whether a message fetched by id (a candidate's neighbour, same session: same owners)
-    passes the message-level parts of the search filter."""
-    if msg.hidden and not flt.include_hidden:
-        return False
-    if flt.roles and msg.role not in flt.roles:
-        return False
-    if flt.authors and msg.author_id not in flt.authors and msg.author_name not in flt.authors:
-        return False
-    when = to_epoch(msg.created_at)
-    if flt.since is not None and when < to_epoch(flt.since):
-        return False
-    return flt.until is None or when <= to_epoch(flt.until)
-
-
 def near_duplicate_key(text: str) -> frozenset[str]:
     """The words of a text, for telling near-identical messages apart from merely similar."""
     return frozenset(words(text))
@@ -428,10 +413,10 @@ class RecallEngine:
         wanted = {mid: q for mid, q in wanted.items() if mid not in found}
         if not wanted:
             return
-        for msg in self.store.get_messages(sorted(wanted)):
+        for msg in self.store.get_messages(sorted(wanted), flt):
             question = wanted[msg.id or 0]
             if (msg.session_id == question.session_id and msg.role != question.role
-                    and msg.role in ("user", "assistant") and _passes(msg, flt)):
+                    and msg.role in ("user", "assistant")):
                 found[msg.id or 0] = Candidate(msg)
 
     def _attach_context(self, cands: Sequence[Candidate]) -> None:

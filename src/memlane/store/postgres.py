@@ -61,14 +61,17 @@ from memlane.store.notes import restem_note_slots
 from memlane.store.pg_listen import PgListener
 from memlane.store.pg_locks import PgSessionLocks
 from memlane.store.pg_rows import (
+    _M_COLS,
     _MESSAGE_COLS,
     _SESSION_COLS,
     _SESSION_INSERT_COLS,
     DIALECT,
     _aware,
+    _message_where,
     load_jsonb,
     row_to_message,
     row_to_session,
+    sessions_join,
 )
 from memlane.store.pg_search import EXACT_STATS_BELOW, Bm25Index, fts5_idf, tsquery_literal
 from memlane.store.postgres_schema import (
@@ -654,11 +657,13 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
 
         self.write(run)
 
-    def get_messages(self, ids: Sequence[int]) -> list[Message]:
+    def get_messages(self, ids: Sequence[int], flt: MessageFilter | None = None) -> list[Message]:
         id_list = [int(i) for i in ids]
         if not id_list:
             return []
-        rows = self.read(f"SELECT {_MESSAGE_COLS} FROM messages WHERE id = ANY(%s)", (id_list,))
+        where, params = _message_where(flt) if flt is not None else ("", [])
+        join = sessions_join(flt) if flt is not None else ""
+        rows = self.read(f"SELECT {_M_COLS} FROM messages m {join} WHERE m.id = ANY(%s) {where}", (id_list, *params))
         order = {mid: i for i, mid in enumerate(id_list)}
         out = [row_to_message(r) for r in rows]
         out.sort(key=lambda m: order.get(m.id or 0, 0))

@@ -48,7 +48,7 @@ class SqlReads:
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         raise NotImplementedError  # each store runs the query its own way
 
-    def get_messages(self, ids: Sequence[int]) -> list[Message]:
+    def get_messages(self, ids: Sequence[int], flt: MessageFilter | None = None) -> list[Message]:
         raise NotImplementedError  # batching differs: IN (...) chunks vs one ANY(array)
 
     def _session(self, row: Sequence[Any]) -> Session:

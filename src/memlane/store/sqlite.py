@@ -571,13 +571,16 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
 
         self.write(run)
 
-    def get_messages(self, ids: Sequence[int]) -> list[Message]:
+    def get_messages(self, ids: Sequence[int], flt: MessageFilter | None = None) -> list[Message]:
         out: list[Message] = []
         id_list = [int(i) for i in ids]
+        # Without a filter no session is needed; with one, its owner and tenant live there.
+        where, params = _message_where(flt) if flt is not None else ("", [])
+        source = "messages m JOIN sessions s ON s.id = m.session_id" if flt is not None else "messages m"
         for start in range(0, len(id_list), 500):
             chunk = id_list[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self.read(f"SELECT {_MESSAGE_COLS} FROM messages WHERE id IN ({marks})", chunk)
+            rows = self.read(f"SELECT {M_COLS} FROM {source} WHERE m.id IN ({marks}) {where}", (*chunk, *params))
             out.extend(row_to_message(r) for r in rows)
         order = {mid: i for i, mid in enumerate(id_list)}
         out.sort(key=lambda m: order.get(m.id or 0, 0))
