@@ -149,6 +149,11 @@ class PortConformance:
             supersede=[first.id],
         )
         assert second is not None and second.id is not None
+        # by ids at once: by id, with their sources and validity, missing ids left out
+        both = notes.get_notes([second.id, first.id, second.id, 10_000])
+        assert [(n.id, n.source_ids, n.valid_to is None) for n in both] == [
+            (first.id, [msgs[0].id], False), (second.id, [msgs[1].id], True)]
+        assert notes.get_notes([]) == []
         current = notes.list_notes(NoteFilter(user_id="ana"))
         assert [n.text for n in current] == ["lives in Hamburg"]
         assert [n.text for n in notes.history(second.id)] == ["lives in Berlin", "lives in Hamburg"]

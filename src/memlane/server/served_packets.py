@@ -17,7 +17,6 @@ notes was forgotten (or a note superseded) since is not an error: the route buil
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import TYPE_CHECKING
 
 from memlane.context.packet import ContextPacket
@@ -44,14 +43,14 @@ class ServedPackets:
 
     def __init__(self, hot: HotCache | None) -> None:
         self.hot = hot
-        self._local: LRUCache[str, tuple[float, bytes]] = LRUCache(_LOCAL)
+        self._local: LRUCache[str, bytes] = LRUCache(_LOCAL, ttl_seconds=SERVED_TTL_SECONDS)
         self.counts = {"kept": 0, "found": 0, "unknown": 0}
 
     def keep(self, packet: ContextPacket, tenant_id: str) -> str:
         """Remember ``packet``; its fingerprint (what the client sends back)."""
         raw = encode_packet(packet)
         fingerprint = "pk1_" + hashlib.sha256(raw).hexdigest()[:40]
-        self._local.put(fingerprint, (time.monotonic() + SERVED_TTL_SECONDS, raw))
+        self._local.put(fingerprint, raw)
         if self.hot is not None:
             # tagged with the tenant's packets: an erase drops what may quote the erased
             self.hot.set(f"served:{fingerprint}", raw, ttl_seconds=SERVED_TTL_SECONDS,
@@ -63,8 +62,7 @@ class ServedPackets:
         """The packet sent with ``fingerprint``, or None when this server no longer knows it
         or a message or note in it was forgotten or superseded since (an answer must never
         be stored with a source that is gone: nothing would drop it)."""
-        local = self._local.get(fingerprint)
-        raw = local[1] if local is not None and local[0] > time.monotonic() else None
+        raw = self._local.get(fingerprint)
         if raw is None and self.hot is not None:
             raw = self.hot.get(f"served:{fingerprint}")
         packet = None if raw is None else decode_packet(raw)
@@ -73,7 +71,9 @@ class ServedPackets:
                                   *(r.message for r in packet.recalled)] if m.id is not None}
             gone = bool(ids) and len(log.get_messages(sorted(ids))) < len(ids)
             if notes is not None and not gone:
-                gone = any((n := notes.get_note(i)) is None or n.valid_to is not None for i in set(packet.note_ids))
+                wanted = set(packet.note_ids)
+                current = [n for n in notes.get_notes(sorted(wanted)) if n.valid_to is None]
+                gone = len(current) < len(wanted)
             if gone:
                 self._local.pop(fingerprint)
                 packet = None

@@ -293,6 +293,13 @@ class SqlNoteRepository:
         rows = self.store.read(f"SELECT {NOTE_COLS} FROM notes WHERE id = {self._m}", (note_id,))
         return self._attach_sources([self._note(rows[0])])[0] if rows else None
 
+    def get_notes(self, note_ids: Sequence[int]) -> list[Note]:
+        rows: list[Any] = []
+        for chunk in self._chunks(sorted({int(i) for i in note_ids})):
+            clause, params = self._d.base.in_list("id", chunk)
+            rows += self.store.read(f"SELECT {NOTE_COLS} FROM notes WHERE {clause} ORDER BY id", params)
+        return self._attach_sources([self._note(r) for r in rows])
+
     def list_notes(self, flt: NoteFilter, *, limit: int = 100, offset: int = 0) -> list[Note]:
         where, params = self._where(flt)
         rows = self.store.read(
