@@ -10,6 +10,9 @@ question, so their p50s compare). Tune on ``tune``; look at ``held`` only to rep
     python tools/tune_recall.py ../shared/data/locomo/*.json --part tune \\
         --variants '{"base": {}, "speaker.5": {"speaker": 0.5}}'
 
+``--losses`` also counts, per category, where each variant loses the evidence turns: ranked
+below 10 although a candidate (ranking's part), or never a candidate (the candidates' part).
+
 A database written by an older memlane keeps its old keyword index: run ``memlane reindex``
 on it or delete ``--db-dir``.
 """
@@ -20,10 +23,11 @@ import argparse
 import json
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 
 from memlane import Memory
-from memlane.eval.locomo import CATEGORIES, SPLITS, Scores, ingest, questions, split_conversations
+from memlane.eval.locomo import CATEGORIES, CATEGORY_NAMES, SPLITS, Scores, ingest, questions, split_conversations
 from memlane.eval.locomo_data import load_locomo
 from memlane.models import MessageFilter
 
@@ -35,6 +39,8 @@ def main() -> None:
     parser.add_argument("--split", choices=SPLITS, default="a")
     parser.add_argument("--variants", default='{"base": {}}', help="JSON: name -> RecallConfig changes")
     parser.add_argument("--db-dir", default="locomo-dbs", help="where the ingested conversations are kept")
+    parser.add_argument("--losses", action="store_true",
+                        help="count evidence turns in the top 10 / candidates ranked lower / never candidates")
     args = parser.parse_args()
     conversations = [c for f in args.files for c in load_locomo(f)]
     groups = split_conversations(conversations, args.split)
@@ -45,6 +51,7 @@ def main() -> None:
     keys = ["all", *(str(c) for c in CATEGORIES), *(c.sample_id for c in chosen)]
     scores = {name: {k: Scores() for k in keys} for name in variants}
     latencies: dict[str, list[float]] = {name: [] for name in variants}
+    losses: dict[str, Counter[tuple[int, str]]] = {name: Counter() for name in variants}
     for conv in chosen:
         db = Path(args.db_dir) / f"{conv.sample_id}.db"
         fresh = not db.exists()
@@ -68,6 +75,12 @@ def main() -> None:
                     ranked = [str(h.message.metadata.get("dia_id", "")) for h in hits]
                     for key in ("all", str(qa.category), conv.sample_id):
                         scores[name][key].add(ranked, qa.evidence)
+                    if args.losses:
+                        found = engine.candidates(qa.question, flt, config=configs[name])
+                        pooled = {str(c.message.metadata.get("dia_id", "")) for c in found}
+                        for turn in qa.evidence:
+                            where = "top 10" if turn in ranked[:10] else "lower" if turn in pooled else "never"
+                            losses[name][(qa.category, where)] += 1
     for name, by in scores.items():
         overall = by["all"].as_dict()
         cats = " ".join(f"c{c}:{by[str(c)].as_dict()['recall@10']:.3f}" for c in CATEGORIES if by[str(c)].n)
@@ -75,6 +88,10 @@ def main() -> None:
         print(f"{name:20s} R@5 {overall['recall@5']:.3f} R@10 {overall['recall@10']:.3f} "
               f"R@20 {overall['recall@20']:.3f} | {cats} | {convs} | p50 {statistics.median(latencies[name]):.1f} ms",
               flush=True)
+        if args.losses:
+            print(" " * 21 + "evidence in the top 10 / a candidate ranked lower / never a candidate: " + ", ".join(
+                f"{CATEGORY_NAMES[c]} {losses[name][(c, 'top 10')]}/{losses[name][(c, 'lower')]}/"
+                f"{losses[name][(c, 'never')]}" for c in CATEGORIES))
 
 
 if __name__ == "__main__":
