@@ -202,23 +202,6 @@ class RecallConfig:
     #: then scores it (LoCoMo R@10 .815 -> .817 over all five, no conversation lower; 20:
     #: lower on one)
     replies: int = 5
-    #: event-level unit (issue 21 trial): the turns within ``window_radius`` of a candidate in
-    #: its session. ``window``: their mean base score among the candidates; ``window_cover``:
-    #: share of the query's terms found in their text (the best ``coverage_top`` only)
-    window: float = 0.0
-    window_cover: float = 0.0
-    window_radius: int = 3
-    #: trial: whole-session semantic unit: mean similarity of all turns (or the best
-    #: ``session_unit_top``) of the ``session_unit_sessions`` best candidate sessions
-    session_unit: float = 0.0
-    session_unit_sessions: int = 10
-    session_unit_top: int = 0
-    #: trial: a turn is scored down by this times the share of its text that asks
-    asking: float = 0.0
-    #: trial: a turn's lift from the turn after it is scaled by (1 - this x its asking share)
-    ask_nb: float = 0.0
-    #: trial: like ``asking``, only for turns of speakers the query does not name (when it names one)
-    asking_others: float = 0.0
 
     def with_(self, **changes: float | int) -> RecallConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -452,40 +435,6 @@ class RecallEngine:
             ]
             c.context = " ".join(parts).lower()
 
-    def _session_units(self, query: str, session_rel: dict[str, float], cfg: RecallConfig) -> dict[str, float]:
-        if self.index is None or not self._semantic:
-            return {}
-        vq = expand_query(query).vector_query if cfg.crosslingual else query
-        qvec = self.embed_query(self._keyword_query(vq))
-        chosen = sorted(session_rel, key=lambda s: -session_rel[s])[: cfg.session_unit_sessions]
-        ids = {sid: self.store.message_ids(sid) for sid in chosen}
-        sims = self.index.similarities(qvec, [i for v in ids.values() for i in v])
-        out: dict[str, float] = {}
-        for sid, mids in ids.items():
-            vals = sorted((sims[i] for i in mids if i in sims), reverse=True)
-            if cfg.session_unit_top:
-                vals = vals[: cfg.session_unit_top]
-            out[sid] = sum(vals) / len(vals) if vals else 0.0
-        top = max(out.values(), default=0.0)
-        lo = min(out.values(), default=0.0)
-        return {sid: (v - lo) / (top - lo) if top > lo else 0.0 for sid, v in out.items()}
-
-    def _window_texts(self, cands: Sequence[Candidate], radius: int) -> list[str]:
-        """Lower-cased text of each candidate and the turns within ``radius`` of it in its
-        session (ids are assigned in append order)."""
-        known = {c.message.id: c.message for c in cands}
-        wanted = {mid + d for c in cands if (mid := c.message.id) for d in range(-radius, radius + 1)} - set(known)
-        near = {m.id: m for m in self.store.get_messages(sorted(wanted))} if wanted else {}
-        near.update(known)
-        out: list[str] = []
-        for c in cands:
-            mid = c.message.id or 0
-            out.append(" ".join(
-                m.content for d in range(-radius, radius + 1)
-                if (m := near.get(mid + d)) is not None and m.session_id == c.message.session_id
-            ).lower())
-        return out
-
     # ------------------------------------------------------------ ranking
 
     def rank(
@@ -545,12 +494,6 @@ class RecallEngine:
                 parts[i]["coverage"] = _coverage(terms, text)
                 base[i] += cfg.coverage * parts[i]["coverage"]
 
-        if terms and cfg.window_cover:
-            best = sorted(range(len(cands)), key=lambda i: -base[i])[: cfg.coverage_top]
-            texts = self._window_texts([cands[i] for i in best], cfg.window_radius)
-            for i, text in zip(best, texts, strict=True):
-                parts[i]["window_cover"] = _coverage(terms, text)
-
         # Every candidate, not only the best few: on the top 50 alone the held-aside
         # conversations gained less (R@10 +0.005 instead of +0.008). Only "when" questions pay.
         if cfg.when and asks_when(query):
@@ -572,28 +515,18 @@ class RecallEngine:
             for sid, v in session_scores.items()
         }
         best_session = max(session_rel.values(), default=0.0) or 1.0
-        unit = self._session_units(query, session_rel, cfg) if cfg.session_unit else {}
 
         out: list[tuple[Candidate, float, dict[str, float]]] = []
         for i, c in enumerate(cands):
             p = parts[i]
             mid = c.message.id or 0
             nb = 0.0
-            share = _asking_share(c.message.content) if cfg.ask_nb else 0.0
             for other in (mid - 1, mid + 1):
                 j = by_id.get(other)
                 if j is not None and cands[j].message.session_id == c.message.session_id:
-                    lift = base[j] * (1 - cfg.ask_nb * share) if other == mid + 1 else base[j]
-                    nb = max(nb, lift)
+                    nb = max(nb, base[j])
             p["neighbour"] = nb
-            if cfg.window:
-                near = [base[j] for d in range(1, cfg.window_radius + 1) for other in (mid - d, mid + d)
-                        if (j := by_id.get(other)) is not None
-                        and cands[j].message.session_id == c.message.session_id]
-                p["window"] = sum(near) / (2 * cfg.window_radius)
             p["session"] = session_rel[c.message.session_id] / best_session
-            if unit:
-                p["session_unit"] = unit.get(c.message.session_id, 0.0)
             age_days = (newest - to_epoch(c.message.created_at)) / 86400.0
             p["recency"] = math.exp(-math.log(2) * age_days / cfg.half_life_days)
             p["importance"] = max(c.message.importance, 1.0 if c.message.pinned else 0.0)
@@ -621,16 +554,7 @@ class RecallEngine:
                 + cfg.importance * p["importance"]
                 + cfg.when * p.get("when", 0.0)
                 + cfg.dated * p.get("dated", 0.0)
-                + cfg.window * p.get("window", 0.0)
-                + cfg.session_unit * p.get("session_unit", 0.0)
-                + cfg.window_cover * p.get("window_cover", 0.0)
             )
-            if cfg.asking:
-                p["asking"] = _asking_share(c.message.content)
-                score -= cfg.asking * p["asking"]
-            if cfg.asking_others and speakers and not p["speaker"]:
-                p["asking"] = _asking_share(c.message.content)
-                score -= cfg.asking_others * p["asking"]
             # Nearest neighbours always exist, even for a query about something never
             # discussed: a candidate needs evidence of its own or from an adjacent turn.
             if c.keyword_rank is None and p["semantic"] <= 0.0 and nb <= 0.0:
@@ -703,17 +627,6 @@ class RecallEngine:
                 )
             )
         return hits
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def _asking_share(text: str) -> float:
-    """Share of a turn's characters in sentences that end with a question mark."""
-    sentences = [t for t in _SENTENCE_END.split(text.strip()) if t]
-    total = sum(len(t) for t in sentences)
-    asked = sum(len(t) for t in sentences if t.rstrip().endswith("?"))
-    return asked / total if total else 0.0
 
 
 def _low_percentile(values: NDArray[np.float64], q: float) -> float:
