@@ -92,8 +92,7 @@ class NotesService:
         out: set[int] = set()
         for mid in message_ids:
             for source in (mid, mid - 1):  # the message itself, or the one it replies to
-                notes = [n for n in (self.store.get_note(i) for i in self.store.notes_from(message_ids=[source]))
-                         if n is not None]
+                notes = self.store.get_notes(self.store.notes_from(message_ids=[source]))
                 if not notes or not all(n.superseded_by is not None for n in notes):
                     continue
                 if source != mid:
