@@ -83,6 +83,48 @@ def test_sentences_by_pysbd_keep_abbreviations_files_and_code() -> None:
     assert sentences("   ") == []
 
 
+SEGMENTER_CASES = [
+    "Dr. Smith went to Washington. He said: \"hi!\" Then left...  Ok?  ",
+    "z.B. das ist 1.5 Mal so gut. Wirklich!  Ja. Nein.",
+    "Hello.Hello. Hello.   Hello.",  # the same sentence again: each found past the previous one
+    "a. a. a. a.",
+    "I went to the U.S. last year. It was great!\tReally great. (Yes.) \"Sure.\" Fine",
+    "Wait... what? No! Mr. and Mrs. Doe arrived at 5 p.m. sharp. Then 3.14 pies.",
+]
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_sentences_are_pysbd_segment_s_own(lang: str) -> None:
+    """memlane finds pysbd's sentences in the text without pysbd's per-sentence regex
+    (language._segment): the same sentences, whitespace and all, as Segmenter.segment."""
+    import pysbd
+
+    from memlane import language
+
+    reference = pysbd.Segmenter(language=lang, clean=False, char_span=False)
+    for text in SEGMENTER_CASES:
+        assert language._segment(text, lang) == reference.segment(text), text
+
+
+def test_sentences_from_many_threads_at_once() -> None:
+    """The segmenter is shared by the state tracker's and the summaries' threads; pysbd's
+    segment() kept the text being split on it, so two threads could swap texts."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memlane import language
+
+    texts = [f"Sentence {i} is here. Another {i} follows! And a third {i}?" for i in range(400)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often: pysbd's segment() got ~1 in 10 wrong so
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            got = list(pool.map(lambda t: language._segment(t, "en"), texts))
+    finally:
+        sys.setswitchinterval(interval)
+    assert got == [[f"Sentence {i} is here. ", f"Another {i} follows! ", f"And a third {i}?"] for i in range(400)]
+
+
 def test_the_cached_language_model_gives_py3langid_s_own_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The English/German part of py3langid's model kept uncompressed in the cache directory
     (so a write does not inflate the whole model) scores every text exactly as py3langid does."""
