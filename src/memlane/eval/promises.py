@@ -24,7 +24,8 @@ from typing import Any
 from memlane.errors import InvalidInputError
 from memlane.eval.labelled import read_jsonl
 from memlane.models import Message
-from memlane.state.tracker import SessionState, fold_message
+from memlane.state.fold import fold_message
+from memlane.state.session_state import SessionState
 
 __all__ = ["DEV_SET", "opens_promise", "run_promises_eval"]
 
