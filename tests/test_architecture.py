@@ -28,6 +28,7 @@ CORE = frozenset({
     "memlane.apikeys", "memlane.config", "memlane.lru", "memlane.notes.models", "memlane.language",
     "memlane.items", "memlane.patterns", "memlane.seed_config", "memlane.bilingual", "memlane.validation",
     "memlane.scoping", "memlane.compounds", "memlane.stopwords", "memlane.user_cache", "memlane.sorted_table", "memlane.processes",
+    "memlane.wire",
 })
 ADAPTERS = ("memlane.store", "memlane.bus", "memlane.sealing", "memlane.search.embedders", "memlane.search.minilm_w8a8", "memlane.search.matrix", "memlane.search.ivf")
 FEATURES = ("memlane.context", "memlane.state", "memlane.search", "memlane.notes", "memlane.rooms")

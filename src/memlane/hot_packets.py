@@ -158,7 +158,7 @@ def encode_packet(packet: ContextPacket) -> bytes:
 
 
 def decode_packet(raw: bytes) -> ContextPacket:
-    from memlane.client import message_from_dict  # the API's own parser of message dicts
+    from memlane.wire import message_from_dict  # the API's own parser of message dicts
 
     b = json.loads(raw)
 

@@ -51,7 +51,7 @@ def encode_window(win: Window) -> bytes:
 
 
 def decode_window(raw: bytes) -> Window:
-    from memlane.client import message_from_dict  # the API's own parser of message dicts
+    from memlane.wire import message_from_dict  # the API's own parser of message dicts
 
     body = json.loads(raw)
     return Window(
