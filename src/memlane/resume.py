@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from memlane.context.packet import session_state
+from memlane.context.state_view import session_state
 from memlane.context.summaries import SummaryManager, SummaryRecord
 from memlane.errors import MemlaneError
 from memlane.models import JSON
@@ -19,7 +19,8 @@ from memlane.state.checkpoint import CheckpointManager, ConversationCheckpointSn
 from memlane.state.tracker import SessionState, get_state, save_state
 
 if TYPE_CHECKING:
-    from memlane.context.packet import ContextPacket, StateView
+    from memlane.context.packet import ContextPacket
+    from memlane.context.state_view import StateView
     from memlane.memory import Memory
 
 __all__ = ["hydrate", "shutdown"]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlane.config import DEFAULT_HOME
-from memlane.context.packet import StateView, session_state
+from memlane.context.state_view import StateView, session_state
 from memlane.context.strategies import tail_turns
 from memlane.context.summaries import SummaryManager, SummaryRecord
 from memlane.errors import MemlaneError, SessionNotFoundError
@@ -41,7 +41,7 @@ from memlane.lru import LRUCache
 from memlane.models import JSON, Message, utcnow
 
 if TYPE_CHECKING:
-    from memlane.context.packet import StateOf
+    from memlane.context.state_view import StateOf
     from memlane.ports import Essentials
     from memlane.sealing import Sealer
 
