@@ -94,7 +94,7 @@ class StateView:
         )
 
 
-#: The tracker's state of a session (``state/tracker.py``; context does not import state).
+#: The tracker's state of a session (``state/session_state.py``; context does not import state).
 StateOf = Callable[[str], Any]
 
 
