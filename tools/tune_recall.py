@@ -3,8 +3,8 @@
 Each conversation is ingested once into ``--db-dir`` (kept between runs), then every variant
 (``RecallConfig`` field changes, as JSON) is asked every question of the chosen part of the
 split (split "a": tune 26, 30, 41; held 42, 43; split "b" swaps them; ``--part all`` asks all
-five). Prints Recall@5/10/20 overall, Recall@10 per category and per conversation, and
-search p50 for each variant (query vector cached; the variants take turns question by
+five). Prints Recall@5/10/20 overall, Recall@10 per category, Recall@5/10 per conversation,
+and search p50 for each variant (query vector cached; the variants take turns question by
 question, so their p50s compare). Tune on ``tune``; look at ``held`` only to report.
 
     python tools/tune_recall.py ../shared/data/locomo/*.json --part tune \\
@@ -12,6 +12,10 @@ question, so their p50s compare). Tune on ``tune``; look at ``held`` only to rep
 
 ``--losses`` also counts, per category, where each variant loses the evidence turns: ranked
 below 10 although a candidate (ranking's part), or never a candidate (the candidates' part).
+
+``--changes`` lists the questions whose Recall@5 or Recall@10 differs from the first
+variant's, with each evidence turn's rank in both (a change that only trades one question
+for another shows as such, not as a flat total).
 
 A database written by an older memlane keeps its old keyword index: run ``memlane reindex``
 on it or delete ``--db-dir``.
@@ -41,6 +45,8 @@ def main() -> None:
     parser.add_argument("--db-dir", default="locomo-dbs", help="where the ingested conversations are kept")
     parser.add_argument("--losses", action="store_true",
                         help="count evidence turns in the top 10 / candidates ranked lower / never candidates")
+    parser.add_argument("--changes", action="store_true",
+                        help="list the questions whose R@5 or R@10 differs from the first variant's")
     args = parser.parse_args()
     conversations = [c for f in args.files for c in load_locomo(f)]
     groups = split_conversations(conversations, args.split)
@@ -52,6 +58,7 @@ def main() -> None:
     scores = {name: {k: Scores() for k in keys} for name in variants}
     latencies: dict[str, list[float]] = {name: [] for name in variants}
     losses: dict[str, Counter[tuple[int, str]]] = {name: Counter() for name in variants}
+    changes: list[str] = []
     for conv in chosen:
         db = Path(args.db_dir) / f"{conv.sample_id}.db"
         fresh = not db.exists()
@@ -65,6 +72,7 @@ def main() -> None:
             configs = {name: engine.config.with_(**changes) for name, changes in variants.items()}
             names = list(configs)
             for n, qa in enumerate(questions(conv)):
+                rankings: dict[str, list[str]] = {}
                 # The variants take turns question by question, each starting in turn, after one
                 # untimed search that embeds the query: their p50s compare in the same load.
                 engine.search(qa.question, flt, 20)
@@ -73,6 +81,7 @@ def main() -> None:
                     hits = engine.search(qa.question, flt, 20, config=configs[name])
                     latencies[name].append((time.perf_counter() - t0) * 1000)
                     ranked = [str(h.message.metadata.get("dia_id", "")) for h in hits]
+                    rankings[name] = ranked
                     for key in ("all", str(qa.category), conv.sample_id):
                         scores[name][key].add(ranked, qa.evidence)
                     if args.losses:
@@ -81,10 +90,15 @@ def main() -> None:
                         for turn in qa.evidence:
                             where = "top 10" if turn in ranked[:10] else "lower" if turn in pooled else "never"
                             losses[name][(qa.category, where)] += 1
+                if args.changes:
+                    changes.extend(_changes(conv.sample_id, qa.category, qa.question, qa.evidence, names, rankings))
     for name, by in scores.items():
         overall = by["all"].as_dict()
         cats = " ".join(f"c{c}:{by[str(c)].as_dict()['recall@10']:.3f}" for c in CATEGORIES if by[str(c)].n)
-        convs = " ".join(f"{c.sample_id}:{by[c.sample_id].as_dict()['recall@10']:.3f}" for c in chosen)
+        convs = " ".join(
+            f"{c.sample_id}:{by[c.sample_id].as_dict()['recall@5']:.3f}/{by[c.sample_id].as_dict()['recall@10']:.3f}"
+            for c in chosen
+        )
         print(f"{name:20s} R@5 {overall['recall@5']:.3f} R@10 {overall['recall@10']:.3f} "
               f"R@20 {overall['recall@20']:.3f} | {cats} | {convs} | p50 {statistics.median(latencies[name]):.1f} ms",
               flush=True)
@@ -92,6 +106,35 @@ def main() -> None:
             print(" " * 21 + "evidence in the top 10 / a candidate ranked lower / never a candidate: " + ", ".join(
                 f"{CATEGORY_NAMES[c]} {losses[name][(c, 'top 10')]}/{losses[name][(c, 'lower')]}/"
                 f"{losses[name][(c, 'never')]}" for c in CATEGORIES))
+    if args.changes:
+        print(f"questions whose R@5 or R@10 differs from {next(iter(variants))!r} "
+              "(conversation, category, variant, R@5, R@10, each evidence turn's rank from 1, none = not in the top 20):")
+        print("\n".join(changes) if changes else "none")
+
+
+def _recall(ranked: list[str], evidence: tuple[str, ...], k: int) -> float:
+    return sum(1 for e in evidence if e in ranked[:k]) / len(evidence)
+
+
+def _changes(conv: str, category: int, question: str, evidence: tuple[str, ...], names: list[str],
+             rankings: dict[str, list[str]]) -> list[str]:
+    """One line per variant whose R@5 or R@10 on this question differs from the first's."""
+    first = rankings[names[0]]
+    out: list[str] = []
+
+    def rank(ranked: list[str], turn: str) -> str:
+        return str(ranked.index(turn) + 1) if turn in ranked else "none"
+
+    for name in names[1:]:
+        ranked = rankings[name]
+        scores = [(_recall(first, evidence, k), _recall(ranked, evidence, k)) for k in (5, 10)]
+        if all(a == b for a, b in scores):
+            continue
+        (a5, b5), (a10, b10) = scores
+        ranks = ", ".join(f"{e} at {rank(first, e)}->{rank(ranked, e)}" for e in evidence)
+        out.append(f"  {conv} {CATEGORY_NAMES[category]:12s} {name}: R@5 {a5:.2f}->{b5:.2f} "
+                   f"R@10 {a10:.2f}->{b10:.2f} | {question} | {ranks}")
+    return out
 
 
 if __name__ == "__main__":
