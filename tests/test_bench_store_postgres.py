@@ -31,6 +31,11 @@ def test_bench_store_json_has_add_and_search_percentiles(pg_url: str, tmp_path: 
         # timed adds land on top of the filled log: 10 through Memory, 10 straight to the store
         assert side["stored_messages"] == 1000 + 2 * 10
         assert side["mean_hits"] > 0, f"{store} search found nothing"
+    ratio = result["search_ratio"]
+    p50s = [result[s]["search_top10"]["p50_ms"] for s in ("sqlite", "postgres")]
+    assert ratio["p50"] == pytest.approx(p50s[1] / p50s[0], rel=0.01)
+    assert ratio["paired_median"] > 0
+    assert len(ratio["load_average_start"]) == 3 and len(ratio["load_average_end"]) == 3
 
 
 def test_bench_store_reports_the_hnsw_recall_with_an_embedder(pg_url: str, tmp_path: Path) -> None:

@@ -8,7 +8,13 @@ so term frequencies look like real chat rather than one sentence repeated), then
   attached component's per-turn work), and a bare ``Store.append`` of one message, timed
   one by one, alternating between the two stores so both see the same machine noise;
 * search: ``Memory.search`` over all sessions (top 10) with queries made of words of a
-  random stored message, alternating the same way;
+  random stored message, each query on both stores back to back, the store that goes
+  first swapping every query (neither always meets the other's warmed caches or the
+  scheduler's leftovers), after a few untimed warm-up queries;
+* ``search_ratio``: PostgreSQL over SQLite, of the p50s and the p95s, and the median of
+  the per-query ratios (each pair ran within milliseconds, so under one load); the load
+  average at the start and end of the searches is reported beside it, because on a busy
+  machine a round trip to the server waits for it to be scheduled.
 * with an embedder, the HNSW graph's recall@10 against exact search on PostgreSQL
   (``hnsw_recall_at_10``; SQLite's vectors are searched exactly at this size).
 
@@ -20,6 +26,7 @@ PostgreSQL statistics are refreshed with ANALYZE after the fill, as autovacuum w
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import tempfile
@@ -35,6 +42,8 @@ from memlane.store.scratch import scratch_stores
 from memlane.text import content_words
 
 Progress = Callable[[str, int, int], None]
+#: Untimed queries on each store before the timed ones.
+_WARMUP = 10
 
 
 def _vocabulary() -> list[str]:
@@ -75,6 +84,25 @@ def _summary(samples_s: list[float]) -> dict[str, float]:
         return round(ms[min(len(ms) - 1, max(0, round(q * (len(ms) - 1))))], 3)
 
     return {"p50_ms": pct(0.50), "p95_ms": pct(0.95), "mean_ms": round(statistics.fmean(ms), 3)}
+
+
+def _ratios(lite_s: list[float], pg_s: list[float]) -> dict[str, float]:
+    """PostgreSQL / SQLite: of the p50s, of the p95s, and the median of paired ratios."""
+    lite, pg = _summary(lite_s), _summary(pg_s)
+    paired = statistics.median(p / max(q, 1e-9) for p, q in zip(pg_s, lite_s, strict=True))
+    return {
+        "p50": round(pg["p50_ms"] / max(lite["p50_ms"], 1e-9), 3),
+        "p95": round(pg["p95_ms"] / max(lite["p95_ms"], 1e-9), 3),
+        "paired_median": round(paired, 3),
+    }
+
+
+def _load() -> list[float]:
+    """The 1/5/15-minute load averages (empty where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
 
 
 def _hnsw_recall(mem: Memory, texts: list[str], corpus: _Corpus, queries: int = 50) -> float | None:
@@ -150,15 +178,22 @@ def run_store_bench(
                 say("add", i + 1, adds)
             for mem in mems.values():
                 mem.flush(None)
+            for _ in range(_WARMUP):  # first searches fill caches (statistics, query plans)
+                query = corpus.query(corpus.rng.choice(texts))
+                for mem in mems.values():
+                    mem.search(query, top_k=10)
             hits: dict[str, int] = dict.fromkeys(mems, 0)
+            load_before = _load()
+            names = list(mems)
             for i in range(searches):
                 query = corpus.query(corpus.rng.choice(texts))
-                for name, mem in mems.items():
+                for name in names if i % 2 == 0 else names[::-1]:
                     t0 = time.perf_counter()
-                    found = mem.search(query, top_k=10)
+                    found = mems[name].search(query, top_k=10)
                     timings[name]["search"].append(time.perf_counter() - t0)
                     hits[name] += len(found)
                 say("search", i + 1, searches)
+            load_after = _load()
             result: dict[str, Any] = {
                 "messages": sessions * per_session,
                 "sessions": sessions,
@@ -177,6 +212,11 @@ def run_store_bench(
                     "stored_messages": stats["messages"],
                     "bytes": stats["bytes"],
                 }
+            result["search_ratio"] = {
+                **_ratios(timings["sqlite"]["search"], timings["postgres"]["search"]),
+                "load_average_start": load_before,
+                "load_average_end": load_after,
+            }
             if embedder != "none":
                 result["postgres"]["hnsw_recall_at_10"] = _hnsw_recall(mems["postgres"], texts, corpus)
             version = pg_store.read("SHOW server_version")[0][0]  # type: ignore[attr-defined]

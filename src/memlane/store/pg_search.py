@@ -102,6 +102,23 @@ def fts5_idf(n_docs: int, df: int) -> float:
     return max(1e-6, math.log((n_docs - df + 0.5) / (df + 0.5))) if n_docs > 0 else 1e-6
 
 
+def _execute_generic(conn: Conn, query: str, params: Sequence[Any]) -> list[Any]:
+    """Run the search statement with its generic plan, in one round trip.
+
+    psycopg prepares a statement on its fifth run, but PostgreSQL still plans it anew on
+    every run when it costs the generic plan above the custom ones, as it does this one
+    (its lexemes are computed inside it, so no parameter changes the plan; re-planning
+    was a quarter of the statement's time). ``plan_cache_mode`` is set around this
+    statement alone, in the same pipeline: the other statements (a vector search with a
+    user filter) keep custom plans. If the search fails, its implicit transaction rolls
+    the SET back."""
+    with conn.pipeline():
+        conn.execute("SET plan_cache_mode = force_generic_plan", prepare=False)
+        cur = conn.execute(query, params)
+        conn.execute("RESET plan_cache_mode", prepare=False)
+    return cur.fetchall()
+
+
 class Bm25Index:
     """The search half of the keyword index (the GIN index and tsvector are the schema's)."""
 
@@ -211,7 +228,8 @@ class Bm25Index:
             # first row, so the search stays one round trip when a query brings new words.
             known_lexemes, known_dfs = self._known_doc_freqs(words)
             budget = self.row_budget if n_docs > self.row_budget else _NO_BUDGET
-            rows = conn.execute(
+            rows = _execute_generic(
+                conn,
                 f"""
                 WITH wl AS (
                     SELECT w, l.lexeme FROM unnest(%s::text[]) AS w
@@ -240,7 +258,7 @@ class Bm25Index:
                 FROM counted LEFT JOIN found ON true ORDER BY found.score DESC, found.id
                 """,
                 (words, known_lexemes, known_dfs, budget, float(n_docs), avgdl, *params, int(limit)),
-            ).fetchall()
+            )
             counted_words, lexemes, dfs = rows[0][:3]
             self._remember_doc_freqs(words, list(zip(counted_words or (), lexemes or (), dfs or (), strict=True)))
             return [r[3:] for r in rows if r[3] is not None]
