@@ -224,9 +224,19 @@ class MessageLog(Protocol):
 class KeywordIndex(Protocol):
     """Full-text (BM25) search over the log (written with the log, or just after it)."""
 
+    #: True where :meth:`keyword_searches` costs less than one ``keyword_search`` per query
+    #: (PostgreSQL: one round trip for all); SQLite's callers run them on threads at once.
+    keyword_batching: bool
+
     def keyword_search(
         self, query: str, flt: MessageFilter, *, limit: int = 50
     ) -> list[KeywordHit]: ...
+
+    def keyword_searches(
+        self, queries: Sequence[str], flt: MessageFilter, *, limit: int = 50
+    ) -> list[list[KeywordHit]]:
+        """Each query's hits (as ``keyword_search`` gives them), from one call."""
+        ...
 
     def rebuild_keyword_index(self) -> int: ...
 

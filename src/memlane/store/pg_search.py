@@ -102,23 +102,6 @@ def fts5_idf(n_docs: int, df: int) -> float:
     return max(1e-6, math.log((n_docs - df + 0.5) / (df + 0.5))) if n_docs > 0 else 1e-6
 
 
-def _execute_generic(conn: Conn, query: str, params: Sequence[Any]) -> list[Any]:
-    """Run the search statement with its generic plan, in one round trip.
-
-    psycopg prepares a statement on its fifth run, but PostgreSQL still plans it anew on
-    every run when it costs the generic plan above the custom ones, as it does this one
-    (its lexemes are computed inside it, so no parameter changes the plan; re-planning
-    was a quarter of the statement's time). ``plan_cache_mode`` is set around this
-    statement alone, in the same pipeline: the other statements (a vector search with a
-    user filter) keep custom plans. If the search fails, its implicit transaction rolls
-    the SET back."""
-    with conn.pipeline():
-        conn.execute("SET plan_cache_mode = force_generic_plan", prepare=False)
-        cur = conn.execute(query, params)
-        conn.execute("RESET plan_cache_mode", prepare=False)
-    return cur.fetchall()
-
-
 class Bm25Index:
     """The search half of the keyword index (the GIN index and tsvector are the schema's)."""
 
@@ -186,85 +169,120 @@ class Bm25Index:
                 self._lexemes[w] = tuple(dict.fromkeys(lexemes))
 
     def search(self, store: PostgresStore, query: str, flt: MessageFilter, limit: int) -> list[KeywordHit]:
-        found = content_words(query)
-        words = list(dict.fromkeys(found + compound_words(found, query)))
-        if not words:
-            return []
+        return self.search_many(store, [query], flt, limit)[0]
+
+    def search_many(
+        self, store: PostgresStore, queries: Sequence[str], flt: MessageFilter, limit: int
+    ) -> list[list[KeywordHit]]:
+        """Each query's hits, all statements sent in one pipeline (one round trip).
+
+        Each runs with its generic plan: psycopg prepares a statement on its fifth run,
+        but PostgreSQL still planned this one anew on every run (it costs the generic
+        plan above the custom ones; its lexemes are computed inside it, so no parameter
+        changes the plan), a quarter of its time. ``plan_cache_mode`` is set around these
+        statements alone, in the same pipeline, so the other statements (a vector search
+        with a user filter) keep custom plans; if one fails, the pipeline's implicit
+        transaction rolls the SET back."""
+        wordlists = []
+        for query in queries:
+            found = content_words(query)
+            wordlists.append(list(dict.fromkeys(found + compound_words(found, query))))
+        if not any(wordlists):
+            return [[] for _ in queries]
         where, params = _message_where(flt)
         top = _TOP.format(join=sessions_join(flt), where=where)
 
-        def run(conn: Conn) -> list[Any]:
+        def run(conn: Conn) -> list[list[Any]]:
             n_docs, avgdl = self._corpus(conn)
-            if n_docs < self._exact_below:
-                # A small log: count N, the average length and every document frequency
-                # exactly, in the same statement as the search (one round trip).
-                return conn.execute(
-                    f"""
-                    WITH lit AS (
-                        SELECT DISTINCT lexeme, {_QUOTED_LEXEME} AS query
-                        FROM (SELECT %s::text AS t) q
-                        CROSS JOIN LATERAL unnest({every_config_tsvector("q.t")}) AS l),
-                    corpus AS (SELECT count(*)::float8 AS n,
-                                      greatest(coalesce(avg(length(tsv)), 1), 1)::float8 AS avgdl
-                               FROM messages),
-                    w AS (SELECT lit.lexeme,
-                                 greatest(1e-6, ln((c.n - d.df + 0.5) / (d.df + 0.5))) AS idf
-                          FROM lit CROSS JOIN corpus c
-                          CROSS JOIN LATERAL (SELECT count(*) AS df FROM messages x
-                                              WHERE x.tsv @@ lit.query) d),
-                    lx AS (SELECT array_agg(w.lexeme ORDER BY w.lexeme) AS arr,
-                                  array_agg(w.idf ORDER BY w.lexeme) AS idfs,
-                                  (SELECT string_agg(query::text, ' | ')::tsquery FROM lit) AS query,
-                                  (SELECT avgdl FROM corpus) AS avgdl
-                           FROM w),
-                    {top}
-                    {_FETCH}
-                    """,
-                    (" ".join(words), *params, int(limit)),
-                ).fetchall()
-            # A large log: N and the average length come from the cache, so do document
-            # frequencies where fresh; the statement counts the others itself, keeps the
-            # lexemes within the row budget (term_budget.py) and reports its counts in the
-            # first row, so the search stays one round trip when a query brings new words.
-            known_lexemes, known_dfs = self._known_doc_freqs(words)
-            budget = self.row_budget if n_docs > self.row_budget else _NO_BUDGET
-            rows = _execute_generic(
-                conn,
-                f"""
-                WITH wl AS (
-                    SELECT w, l.lexeme FROM unnest(%s::text[]) AS w
-                    CROSS JOIN LATERAL unnest({every_config_tsvector("w")}) AS l),
-                known(lexeme, df) AS (SELECT * FROM unnest(%s::text[], %s::bigint[])),
-                d AS (
-                    SELECT l.lexeme, {_QUOTED_LEXEME} AS query,
-                           coalesce(k.df, (SELECT count(*) FROM messages x
-                                           WHERE x.tsv @@ {_QUOTED_LEXEME})) AS df
-                    FROM (SELECT DISTINCT lexeme FROM wl) l LEFT JOIN known k ON k.lexeme = l.lexeme),
-                kept AS (
-                    SELECT lexeme, query, df FROM (
-                        SELECT d.*, sum(df) OVER o AS cum, row_number() OVER o AS n FROM d
-                        WINDOW o AS (ORDER BY df, lexeme COLLATE "C" ROWS UNBOUNDED PRECEDING)) b
-                    WHERE n = 1 OR cum <= %s),
-                lx AS (SELECT array_agg(lexeme ORDER BY lexeme) AS arr,
-                              array_agg(greatest(1e-6, ln(greatest(%s - df + 0.5, 1e-300) / (df + 0.5)))
-                                        ORDER BY lexeme) AS idfs,
-                              string_agg(query::text, ' | ')::tsquery AS query, %s::float8 AS avgdl
-                       FROM kept),
-                {top},
-                found AS ({_FETCH}),
-                counted AS (SELECT array_agg(wl.w) AS words, array_agg(wl.lexeme) AS lexemes,
-                                   array_agg(d.df) AS dfs FROM wl JOIN d ON d.lexeme = wl.lexeme)
-                SELECT counted.words, counted.lexemes, counted.dfs, found.*
-                FROM counted LEFT JOIN found ON true ORDER BY found.score DESC, found.id
-                """,
-                (words, known_lexemes, known_dfs, budget, float(n_docs), avgdl, *params, int(limit)),
-            )
-            counted_words, lexemes, dfs = rows[0][:3]
-            self._remember_doc_freqs(words, list(zip(counted_words or (), lexemes or (), dfs or (), strict=True)))
-            return [r[3:] for r in rows if r[3] is not None]
+            statements = [
+                self._statement(words, top, params, int(limit), n_docs, avgdl) if words else None
+                for words in wordlists
+            ]
+            with conn.pipeline():
+                conn.execute("SET plan_cache_mode = force_generic_plan", prepare=False)
+                cursors = [conn.execute(*st) if st is not None else None for st in statements]
+                conn.execute("RESET plan_cache_mode", prepare=False)
+            out: list[list[Any]] = []
+            for words, cur in zip(wordlists, cursors, strict=True):
+                rows = cur.fetchall() if cur is not None else []
+                if rows and n_docs >= self._exact_below:
+                    # the large-log statement reports its counted frequencies in each row
+                    counted_words, lexemes, dfs = rows[0][:3]
+                    found = list(zip(counted_words or (), lexemes or (), dfs or (), strict=True))
+                    self._remember_doc_freqs(words, found)
+                    rows = [r[3:] for r in rows if r[3] is not None]
+                out.append(rows)
+            return out
 
-        rows = store._run(run, write=False)
-        return _hits(rows)
+        return [_hits(rows) for rows in store._run(run, write=False)]
+
+    def _statement(
+        self, words: list[str], top: str, params: Sequence[Any], limit: int, n_docs: int, avgdl: float
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The search statement of one query's ``words`` and its parameters."""
+        if n_docs < self._exact_below:
+            # A small log: count N, the average length and every document frequency
+            # exactly, in the same statement as the search (one round trip).
+            return (
+                f"""
+                WITH lit AS (
+                    SELECT DISTINCT lexeme, {_QUOTED_LEXEME} AS query
+                    FROM (SELECT %s::text AS t) q
+                    CROSS JOIN LATERAL unnest({every_config_tsvector("q.t")}) AS l),
+                corpus AS (SELECT count(*)::float8 AS n,
+                                  greatest(coalesce(avg(length(tsv)), 1), 1)::float8 AS avgdl
+                           FROM messages),
+                w AS (SELECT lit.lexeme,
+                             greatest(1e-6, ln((c.n - d.df + 0.5) / (d.df + 0.5))) AS idf
+                      FROM lit CROSS JOIN corpus c
+                      CROSS JOIN LATERAL (SELECT count(*) AS df FROM messages x
+                                          WHERE x.tsv @@ lit.query) d),
+                lx AS (SELECT array_agg(w.lexeme ORDER BY w.lexeme) AS arr,
+                              array_agg(w.idf ORDER BY w.lexeme) AS idfs,
+                              (SELECT string_agg(query::text, ' | ')::tsquery FROM lit) AS query,
+                              (SELECT avgdl FROM corpus) AS avgdl
+                       FROM w),
+                {top}
+                {_FETCH}
+                """,
+                (" ".join(words), *params, limit),
+            )
+        # A large log: N and the average length come from the cache, so do document
+        # frequencies where fresh; the statement counts the others itself, keeps the
+        # lexemes within the row budget (term_budget.py) and reports its counts in the
+        # first row, so the search stays one round trip when a query brings new words.
+        known_lexemes, known_dfs = self._known_doc_freqs(words)
+        budget = self.row_budget if n_docs > self.row_budget else _NO_BUDGET
+        return (
+            f"""
+            WITH wl AS (
+                SELECT w, l.lexeme FROM unnest(%s::text[]) AS w
+                CROSS JOIN LATERAL unnest({every_config_tsvector("w")}) AS l),
+            known(lexeme, df) AS (SELECT * FROM unnest(%s::text[], %s::bigint[])),
+            d AS (
+                SELECT l.lexeme, {_QUOTED_LEXEME} AS query,
+                       coalesce(k.df, (SELECT count(*) FROM messages x
+                                       WHERE x.tsv @@ {_QUOTED_LEXEME})) AS df
+                FROM (SELECT DISTINCT lexeme FROM wl) l LEFT JOIN known k ON k.lexeme = l.lexeme),
+            kept AS (
+                SELECT lexeme, query, df FROM (
+                    SELECT d.*, sum(df) OVER o AS cum, row_number() OVER o AS n FROM d
+                    WINDOW o AS (ORDER BY df, lexeme COLLATE "C" ROWS UNBOUNDED PRECEDING)) b
+                WHERE n = 1 OR cum <= %s),
+            lx AS (SELECT array_agg(lexeme ORDER BY lexeme) AS arr,
+                          array_agg(greatest(1e-6, ln(greatest(%s - df + 0.5, 1e-300) / (df + 0.5)))
+                                    ORDER BY lexeme) AS idfs,
+                          string_agg(query::text, ' | ')::tsquery AS query, %s::float8 AS avgdl
+                   FROM kept),
+            {top},
+            found AS ({_FETCH}),
+            counted AS (SELECT array_agg(wl.w) AS words, array_agg(wl.lexeme) AS lexemes,
+                               array_agg(d.df) AS dfs FROM wl JOIN d ON d.lexeme = wl.lexeme)
+            SELECT counted.words, counted.lexemes, counted.dfs, found.*
+            FROM counted LEFT JOIN found ON true ORDER BY found.score DESC, found.id
+            """,
+            (words, known_lexemes, known_dfs, budget, float(n_docs), avgdl, *params, limit),
+        )
 
 
 def _hits(rows: Sequence[Sequence[Any]]) -> list[KeywordHit]:

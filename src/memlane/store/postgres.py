@@ -730,10 +730,18 @@ class PostgresStore(SqlReads, SqlRecords, ErasureChecks):
 
     # ------------------------------------------------------------ keyword index
 
+    #: Several keyword queries cost one round trip together (pg_search.py).
+    keyword_batching = True
+
     def keyword_search(
         self, query: str, flt: MessageFilter, *, limit: int = 50
     ) -> list[KeywordHit]:
         return self._keywords.search(self, query, flt, limit)
+
+    def keyword_searches(
+        self, queries: Sequence[str], flt: MessageFilter, *, limit: int = 50
+    ) -> list[list[KeywordHit]]:
+        return self._keywords.search_many(self, queries, flt, limit)
 
     def keyword_backlog(self) -> int:
         return 0  # the tsvector is generated in the write's own transaction

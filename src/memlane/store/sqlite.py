@@ -704,6 +704,15 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
         self._keywords_current()
         return super().message_languages(session_id)
 
+    #: A query per call costs the same as several in one: the search engine runs the
+    #: translations' query on a thread beside the original one instead.
+    keyword_batching = False
+
+    def keyword_searches(
+        self, queries: Sequence[str], flt: MessageFilter, *, limit: int = 50
+    ) -> list[list[KeywordHit]]:
+        return [self.keyword_search(q, flt, limit=limit) for q in queries]
+
     def keyword_search(
         self, query: str, flt: MessageFilter, *, limit: int = 50
     ) -> list[KeywordHit]:
