@@ -222,6 +222,12 @@ class StoreConformance(PortConformance):
         # stemming: "puppies" finds "puppy"; FTS syntax in user text is harmless
         assert store.keyword_search('puppies AND "NEAR(', MessageFilter())
         assert store.keyword_search("zebra", MessageFilter()) == []
+        # several queries in one call: each as it alone, in order, under the same filter
+        queries = ["puppy", "zebra", "park", "the"]
+        for flt in (MessageFilter(), MessageFilter(user_id="ben")):
+            assert store.keyword_searches(queries, flt, limit=5) == [
+                store.keyword_search(q, flt, limit=5) for q in queries]
+        assert isinstance(store.keyword_batching, bool)
 
     def test_get_messages_under_a_filter(self, store: Store) -> None:
         # The same filter keyword search applies, on messages read by id (the search

@@ -204,8 +204,9 @@ def test_keyword_scores_are_bm25_of_the_stored_vectors(fresh_pg_store: PostgresS
     fresh_pg_store.create_session(Session(id="s"))
     fresh_pg_store.append("s", [Message(role="user", content=c) for c in corpus])
     large = PostgresStore(fresh_pg_store.url, exact_stats_below=0)
+    queries = ("batteries", "AAA batteries charger", "alpha charger")
     try:
-        for query in ("batteries", "AAA batteries charger", "alpha charger"):
+        for query in queries:
             # the query's words are looked up by their stems in every language's configuration
             lexemes = sorted({r[0] for r in fresh_pg_store.read(
                 f"SELECT unnest(tsvector_to_array({every_config_tsvector('%s')}))", [query] * len(TEXT_CONFIGS))})
@@ -223,6 +224,12 @@ def test_keyword_scores_are_bm25_of_the_stored_vectors(fresh_pg_store: PostgresS
                 hits = store.keyword_search(query, MessageFilter(), limit=20)
                 assert {h.message.id: round(h.score, 9) for h in hits} == {
                     mid: round(score, 9) for mid, score in expected.items()}, query
+        # the queries at once (one pipeline) score as each alone; stopwords alone find nothing
+        for store in (fresh_pg_store, large):
+            batched = store.keyword_searches([*queries, "the and of"], MessageFilter(), limit=20)
+            alone = [store.keyword_search(q, MessageFilter(), limit=20) for q in queries]
+            assert [[(h.message.id, round(h.score, 9)) for h in hits] for hits in batched] == [
+                [(h.message.id, round(h.score, 9)) for h in hits] for hits in alone] + [[]]
     finally:
         large.close()
 
