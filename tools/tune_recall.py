@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--split", choices=SPLITS, default="a")
     parser.add_argument("--variants", default='{"base": {}}', help="JSON: name -> RecallConfig changes")
     parser.add_argument("--db-dir", default="locomo-dbs", help="where the ingested conversations are kept")
+    parser.add_argument("--embedder", default="minilm", help="embedder spec (keep one --db-dir per embedder)")
     parser.add_argument("--losses", action="store_true",
                         help="count evidence turns in the top 10 / candidates ranked lower / never candidates")
     parser.add_argument("--changes", action="store_true",
@@ -62,7 +63,7 @@ def main() -> None:
     for conv in chosen:
         db = Path(args.db_dir) / f"{conv.sample_id}.db"
         fresh = not db.exists()
-        with Memory(str(db), embedder="minilm", durability="normal") as mem:
+        with Memory(str(db), embedder=args.embedder, durability="normal") as mem:
             if fresh:
                 ingest(mem, conv)
                 mem.flush(timeout=None)
