@@ -12,7 +12,7 @@ import pytest
 from memlane.models import Message, MessageFilter, Session
 from memlane.store import SQLiteStore
 from memlane.store.sqlite_rows import _message_where
-from memlane.store.term_budget import SelectiveFilters, TermBudget
+from memlane.store.term_budget import OwnedRows, SelectiveFilters, TermBudget
 from memlane.text import fts5_match, fts5_terms
 
 
@@ -48,7 +48,13 @@ def _key(flt: MessageFilter) -> tuple[object, ...]:
     return (where, *params)
 
 
-def test_a_filter_whose_pool_fell_short_is_ranked_over_its_own_rows_next_time(store: SQLiteStore) -> None:
+def test_a_filter_whose_pool_fell_short_is_ranked_over_its_own_rows_next_time(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memlane.store.sqlite as sqlite_store
+
+    # owners holding many rows against the matches (else their own rows are ranked first)
+    monkeypatch.setattr(sqlite_store, "OWNED_PER_MATCH", 0)
     _fill(store)
     ben = MessageFilter(user_id="ben")
     first = store.keyword_search("kayak", ben, limit=10)
@@ -68,6 +74,60 @@ def test_selective_filters_are_forgotten_after_their_ttl() -> None:
     filters.note(("x",))
     assert not filters.known(("x",))
     assert not SelectiveFilters().known(("x",))
+
+
+def _owners_log(store: SQLiteStore) -> None:
+    # "ann" owns one session in twenty of a log whose words every session shares
+    for i in range(40):
+        user = "ann" if i % 20 == 0 else None if i % 7 == 0 else f"u{i}"
+        store.create_session(Session(id=f"s{i}", user_id=user, agent_id="bot",
+                                     tenant_id="t1" if i % 2 else "t0"))
+        store.append(f"s{i}", [
+            Message(role="user" if j % 2 == 0 else "assistant",
+                    content=f"the kayak trip {'went well' if j % 3 else 'was long and wet'} {i} {j}")
+            for j in range(12)
+        ])
+    store.hide_messages("s20")
+
+
+@pytest.mark.parametrize("flt", [
+    MessageFilter(user_id="ann"), MessageFilter(session_id="s3"), MessageFilter(user_id="ann", roles=["assistant"]),
+    MessageFilter(tenant_id="t1", user_id="u5"), MessageFilter(user_id="ann", include_hidden=True),
+    MessageFilter(agent_id="bot"), MessageFilter(tenant_id="t0", unowned=True),
+])
+def test_ranking_among_the_owners_rows_is_the_filtered_ranking(
+    store: SQLiteStore, flt: MessageFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memlane.store.sqlite as sqlite_store
+
+    _owners_log(store)
+    # the same hits, scores and order whichever plan ranks them
+    monkeypatch.setattr(sqlite_store, "OWNED_PER_MATCH", 1_000)  # the owners' rows first
+    owned = [(h.message.id, h.score) for h in store.keyword_search("kayak long wet", flt, limit=15)]
+    monkeypatch.setattr(sqlite_store, "OWNED_PER_MATCH", 0)  # every match joined and filtered
+    store._owned = OwnedRows()
+    joined = [(h.message.id, h.score) for h in store.keyword_search("kayak long wet", flt, limit=15)]
+    assert owned == joined
+    if flt.user_id == "ann":
+        sessions = {store.get_messages([mid])[0].session_id for mid, _ in owned}
+        assert sessions == ({"s0", "s20"} if flt.include_hidden else {"s0"})  # s20's are hidden
+
+
+def test_owned_rows_are_counted_once_up_to_the_limit() -> None:
+    asked: list[int] = []
+
+    def count_upto(n: int) -> int:
+        asked.append(n)
+        return min(n, 30)
+
+    owned = OwnedRows()
+    assert not owned.at_most(("ann",), 10, count_upto)  # counting stopped at 11
+    assert not owned.at_most(("ann",), 5, count_upto)  # known to exceed 10: not counted again
+    assert owned.at_most(("ann",), 40, count_upto)  # a higher limit counts again, exactly
+    assert owned.at_most(("ann",), 30, count_upto)
+    assert not owned.at_most(("ann",), 29, count_upto)
+    assert asked == [11, 41]
+    assert OwnedRows(ttl=0.0).at_most(("x",), 40, count_upto) and asked == [11, 41, 41]
 
 
 def test_loose_filter_keeps_bm25_order(store: SQLiteStore) -> None:

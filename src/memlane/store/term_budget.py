@@ -67,11 +67,20 @@ class TermBudget:
         ``settled`` is False while the index is still being filled (nothing is cached then)."""
         if len(terms) < 2:
             return terms
+        return self.select_counted(terms, corpus_size, doc_freq, settled=settled)[0]
+
+    def select_counted(
+        self, terms: list[str], corpus_size: Callable[[], int], doc_freq: Callable[[str], int],
+        *, settled: bool = True,
+    ) -> tuple[list[str], int]:
+        """:meth:`select`, and a bound on the rows the kept terms match: their summed
+        document frequencies on a large log (a lone term's too), else ``corpus_size``."""
         size = corpus_size()
         if size <= self.budget:
-            return terms
+            return terms, size
         df = {t: self._doc_freq(t, doc_freq, size, settled) for t in terms}
-        return terms_within_budget(terms, df, self.budget)
+        kept = terms_within_budget(terms, df, self.budget)
+        return kept, sum(df[t] for t in kept)
 
     def _doc_freq(self, term: str, count: Callable[[str], int], size: int, settled: bool) -> int:
         if not settled:
@@ -108,3 +117,25 @@ class SelectiveFilters:
 
     def note(self, key: tuple[object, ...]) -> None:
         self._seen.put(key, time.monotonic())
+
+
+class OwnedRows:
+    """How many messages a filter's owners (session, user, agent, tenant) hold, counted up to
+    a limit and kept for ``ttl`` seconds: whether the keyword search ranks the matches among
+    those rows alone (store/sqlite.py). A count drifts slowly, and a stale one only picks the
+    other of two exact plans."""
+
+    def __init__(self, *, ttl: float = 300.0, size: int = 4096) -> None:
+        self._counts: LRUCache[tuple[object, ...], tuple[int, bool]] = LRUCache(size, ttl_seconds=ttl)
+
+    def at_most(self, key: tuple[object, ...], limit: int, count_upto: Callable[[int], int]) -> bool:
+        """Whether the owners of ``key`` hold at most ``limit`` rows; ``count_upto(n)`` counts
+        them, stopping at ``n``."""
+        hit = self._counts.get(key)
+        if hit is not None:
+            n, exact = hit
+            if exact or n > limit:
+                return n <= limit
+        n = count_upto(limit + 1)
+        self._counts.put(key, (n, n <= limit))
+        return n <= limit
