@@ -642,6 +642,10 @@ class RecallEngine:
             sessions.update(many(missing))
         hits: list[SearchHit] = []
         seen: dict[str, list[frozenset[str]]] = defaultdict(list)
+        # A repeated line (re-sent, pasted, a bot's stock answer) comes back as many
+        # candidates with one text: its words are split once, not once per copy. On LoCoMo
+        # turns repeated to 100K messages the loop below passes ~190 candidates per search.
+        keys: dict[str, frozenset[str]] = {}
         # Ranked by the fused score (tuned for recall); each hit's score is its calibrated
         # relevance (0-1, what min_score compares against); parts stay in hit.scores.
         for cand, fused, parts in ranked:
@@ -651,7 +655,9 @@ class RecallEngine:
             # The same line from the same speaker (a repeat, a re-sent message) is listed
             # once, at its best rank; two people saying the same thing are two facts.
             speaker = msg.author_id or msg.author_name or msg.role
-            words = near_duplicate_key(msg.content)
+            words = keys.get(msg.content)
+            if words is None:
+                words = keys[msg.content] = near_duplicate_key(msg.content)
             if words and any(_same_text(words, other) for other in seen[speaker]):
                 continue
             seen[speaker].append(words)
