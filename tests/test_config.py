@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,28 @@ def test_bad_settings_name_the_problem(tmp_path: Path) -> None:
         load_settings(broken, env={})
     with pytest.raises(ConfigError, match="colour: Extra inputs"):
         load_settings(env={}, colour="red")
+
+
+def test_strings_a_setting_takes_as_they_are_skip_the_checking_model() -> None:
+    # pydantic's import and model cost a short-lived process ~50 ms (a CLI call, a restarted
+    # worker): Memory(path, durability="normal") must not pay them for a plain choice.
+    script = (
+        "import sys\n"
+        "from memlane.config import load_settings\n"
+        "s = load_settings(env={}, durability='normal', embedder='hashing', strategy='simple', token_model=None)\n"
+        "assert (s.durability, s.embedder, s.strategy) == ('normal', 'hashing', 'simple'), s\n"
+        "assert 'pydantic' not in sys.modules, 'pydantic imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_values_not_taken_as_they_are_are_still_checked() -> None:
+    with pytest.raises(ConfigError, match="durability"):
+        load_settings(env={}, durability="fast")
+    with pytest.raises(ConfigError, match="durability"):
+        load_settings(env={}, durability=1)
+    with pytest.raises(ConfigError, match="redis_url"):
+        load_settings(env={}, redis_url="http://cache:6379")
+    assert load_settings(env={}, max_history_tokens="2048").max_history_tokens == 2048
+    assert load_settings(env={}, allowed_hosts="A.example, b.example").allowed_hosts == ["a.example", "b.example"]

@@ -117,7 +117,7 @@ class Settings:
     redis_prefix: str = field(default="memlane", metadata={"pattern": r"^[A-Za-z0-9_.:-]{1,64}$"})
 
     def __post_init__(self) -> None:
-        changed = {f.name: getattr(self, f.name) for f in fields(self) if not _is_default(f.name, getattr(self, f.name))}
+        changed = {f.name: getattr(self, f.name) for f in fields(self) if not _as_given(f.name, getattr(self, f.name))}
         if changed:
             checked = _check(changed)
             for name in changed:
@@ -128,7 +128,8 @@ class Settings:
         if self.__dict__.get("_ready"):
             if name not in _FIELD_NAMES:
                 raise AttributeError(f"Settings has no setting {name!r}")
-            value = getattr(_check({name: value}), name)
+            if not _as_given(name, value):
+                value = getattr(_check({name: value}), name)
         object.__setattr__(self, name, value)
 
     def model_copy(self, *, update: dict[str, Any] | None = None) -> Settings:
@@ -146,6 +147,7 @@ class Settings:
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(Settings))
+_FIELDS: dict[str, Field[Any]] = {f.name: f for f in fields(Settings)}
 
 
 def _field_default(spec: Field[Any]) -> Any:
@@ -164,6 +166,52 @@ def _is_default(name: str, value: Any) -> bool:
     2048.0 are not 2048, they are coerced)."""
     default = _DEFAULTS[name]
     return type(value) is type(default) and bool(value == default)
+
+
+#: Settings that pydantic passes through a validator of ours (see _model).
+_VALIDATED = frozenset({"allowed_hosts", "admin_tenants", "context_priorities", "redis_url"})
+
+
+@cache
+def _plain_choices() -> dict[str, tuple[frozenset[str], bool]]:
+    """Per setting that takes a string as it is - a ``Literal`` of strings, or ``str`` /
+    ``str | None`` with no bound, pattern or validator - its choices (empty: any string)
+    and whether None is allowed."""
+    import types
+    import typing
+
+    out: dict[str, tuple[frozenset[str], bool]] = {}
+    for name, hint in typing.get_type_hints(Settings).items():
+        spec = _FIELDS[name]
+        if spec.metadata or name in _VALIDATED:
+            continue
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        members = typing.get_args(hint) if union else (hint,)
+        optional = type(None) in members
+        rest = [m for m in members if m is not type(None)]
+        if rest == [str]:
+            out[name] = (frozenset(), optional)
+        elif len(rest) == 1 and typing.get_origin(rest[0]) is Literal and all(
+            isinstance(a, str) for a in typing.get_args(rest[0])
+        ):
+            out[name] = (frozenset(typing.get_args(rest[0])), optional)
+    return out
+
+
+def _as_given(name: str, value: Any) -> bool:
+    """Whether checking ``value`` would return it unchanged: its field's default, or a
+    string a string setting takes as it is (``durability="normal"``, ``embedder="minilm"``).
+    Those skip pydantic, whose import and model (~50 ms) a process then never pays:
+    every ``Memory(path, durability=...)`` in a short-lived process did before."""
+    if _is_default(name, value):
+        return True
+    plain = _plain_choices().get(name)
+    if plain is None:
+        return False
+    choices, optional = plain
+    if value is None:
+        return optional
+    return type(value) is str and (not choices or value in choices)
 
 
 def _split_list(value: Any) -> Any:
@@ -282,7 +330,10 @@ def load_settings(
         raise ConfigError(f"config file {path} does not exist")
     data.update(_env_overrides(environ))
     data.update(map_seed_blocks({k: v for k, v in overrides.items() if v is not None}))
-    if not data:
-        return Settings()  # the defaults: nothing to check
-    checked = _check(data, str(path))
-    return Settings(**{name: getattr(checked, name) for name in data})
+    if unknown := set(data) - _FIELD_NAMES:
+        _check({name: data[name] for name in unknown}, str(path))  # names them
+    to_check = {name: value for name, value in data.items() if not _as_given(name, value)}
+    if to_check:
+        checked = _check(to_check, str(path))
+        data.update({name: getattr(checked, name) for name in to_check})
+    return Settings(**data)

@@ -111,11 +111,18 @@ def _langid() -> Any:
 
 
 def _cache_dir() -> Path:
-    from importlib.metadata import version
+    # The package's own __version__, not importlib.metadata: importing that (email parsing
+    # and all) and scanning the installed distributions cost a first search ~30 ms.
+    import py3langid
 
     from memlane.user_cache import user_cache_dir
 
-    return user_cache_dir() / f"py3langid-{version('py3langid')}-{'-'.join(LANGUAGES)}"
+    version = getattr(py3langid, "__version__", None)
+    if not isinstance(version, str):  # a release without it
+        from importlib.metadata import version as installed
+
+        version = installed("py3langid")
+    return user_cache_dir() / f"py3langid-{version}-{'-'.join(LANGUAGES)}"
 
 
 def _load_identifier() -> Any:
