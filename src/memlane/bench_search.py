@@ -12,6 +12,11 @@ These figures, one run:
   all of them (100%), p50/p95 in ms, each search a new question (its embedding included),
   timed in a fresh process (``fresh_process.by_share`` has the same with the query vector
   cached too). These are the figures the search targets are stated in;
+* first search in a fresh process — ``first_search_fresh_process``: a new Python process
+  (a CLI call, a restarted worker) imports memlane, opens the store and searches once with
+  nothing loaded (the median of three processes; ``total_ms`` = import + open + first
+  search, ``interpreter_start_ms`` apart), beside the warmed run's model start and its
+  first search once the model is up;
 * search latency in the benchmark's own process, the 100% share — ``search_ms_p50``
   (query embedding included), then the same with the query vector cached, and the
   embedding, vector and BM25 steps alone: where a search's time goes;
@@ -369,6 +374,14 @@ def run_search_bench(
         if progress:
             progress("searching in a fresh process", 0, 1)
         result["fresh_process"] = fresh = _fresh_process(db, embedder_spec, query_texts, shares, work)
+        cold = fresh["unwarmed"]
+        # The target's figure: a new process's first search, counting its imports and the
+        # store's open (the model starts during the search), and the warmed run's parts.
+        result["first_search_fresh_process"] = {
+            "total_ms": cold["total_ms"], "import_ms": cold["import_ms"], "open_ms": cold["open_ms"],
+            "first_search_ms": cold["first_search_ms"], "interpreter_start_ms": cold.get("interpreter_start_ms"),
+            "model_start_ms": fresh["model_start_ms"], "first_search_after_model_ms": fresh["first_search_ms"],
+        }
         result["hybrid_search_by_share"] = {
             share: {"p50_ms": f["search_ms_p50"], "p95_ms": f["search_ms_p95"]} for share, f in fresh["by_share"].items()
         }
@@ -406,16 +419,23 @@ def _fresh_process(
     :mod:`memlane.bench_search_process`)."""
     job = {"db": str(db), "embedder": embedder_spec, "queries": queries, "shares": shares}
     figures = _run_fresh(work, job)
-    # Another fresh process, searching at once without warming the model up first.
-    figures["unwarmed"] = _run_fresh(work, {**job, "unwarmed": True})
+    # Other fresh processes, searching at once without warming the model up first: what a
+    # CLI call or a restarted worker waits for. The median of three (each process is short
+    # and a shared machine's bursts land on one or another).
+    runs = [_run_fresh(work, job, unwarmed=True) for _ in range(3)]
+    runs.sort(key=lambda r: float(r["total_ms"]))
+    figures["unwarmed"] = {**runs[1], "total_ms_runs": [r["total_ms"] for r in runs]}
     return figures
 
 
-def _run_fresh(work: Path, job: dict[str, Any]) -> dict[str, Any]:
+def _run_fresh(work: Path, job: dict[str, Any], *, unwarmed: bool = False) -> dict[str, Any]:
+    from memlane.bench_search_process import UNWARMED
+
     spec = work / "fresh.json"
-    spec.write_text(json.dumps(job))
+    spec.write_text(json.dumps({**job, "spawned_at": time.time()} if unwarmed else job))
+    command = ["-c", UNWARMED] if unwarmed else ["-m", "memlane.bench_search_process"]
     done = subprocess.run(
-        [sys.executable, "-m", "memlane.bench_search_process", str(spec)],
+        [sys.executable, *command, str(spec)],
         capture_output=True, text=True, check=False,
     )
     if done.returncode != 0:
