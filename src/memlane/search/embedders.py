@@ -31,7 +31,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -189,8 +189,9 @@ def _load_minilm(
         if loaded is not None:
             return loaded
         try:
+            if importlib.util.find_spec("tokenizers") is None:  # imported by the helper below
+                raise ImportError("No module named 'tokenizers'")
             import onnxruntime as ort
-            import tokenizers  # noqa: F401  (minilm_tokenizer imports it; one clear error here)
         except ImportError as exc:
             raise EmbedderError(
                 f"MiniLM embeddings need onnxruntime and tokenizers ({exc}); install them "
@@ -199,12 +200,15 @@ def _load_minilm(
         for path in (model_path, tokenizer_path):
             if not path.is_file():
                 raise EmbedderError(f"embedding model file not found: {path}")
-        tokenizer = minilm_tokenizer(tokenizer_path, max_tokens)
-
-        if activations == "int8":
-            session = _w8a8_session(ort, model_path, tokenizer)
-        else:
-            session = _session(ort, _options(ort, "all"), str(model_path), model_path)
+        # The tokenizer (import and file: ~20 ms holding the GIL) loads beside the ONNX
+        # session, whose making (~60 ms) releases it: a first search waits for the longer.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlane-tokenizer") as helper:
+            tokenizing = helper.submit(minilm_tokenizer, tokenizer_path, max_tokens)
+            if activations == "int8":
+                session = _w8a8_session(ort, model_path, tokenizing.result)
+            else:
+                session = _session(ort, _options(ort, "all"), str(model_path), model_path)
+            tokenizer = tokenizing.result()
         loaded = _LoadedMiniLM(session, tokenizer, threads)
         _MINILM_LOADED[key] = loaded
         return loaded
@@ -246,7 +250,7 @@ def _session(ort: Any, options: Any, model: str | bytes, model_path: Path) -> An
         raise EmbedderError(f"cannot load ONNX model {model_path}: {exc}") from exc
 
 
-def _w8a8_session(ort: Any, model_path: Path, tokenizer: Any) -> Any:
+def _w8a8_session(ort: Any, model_path: Path, tokenizer: Callable[[], Any]) -> Any:
     """The int8-activation session, from the user's cache directory when an earlier process
     kept the model there.
 
@@ -273,7 +277,7 @@ def _w8a8_session(ort: Any, model_path: Path, tokenizer: Any) -> Any:
         else:
             touch(kept)
             return session
-    rewritten = w8a8_model(model_path, tokenizer)
+    rewritten = w8a8_model(model_path, tokenizer())  # calibration (if needed) tokenizes
     try:
         cache.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=".minilm-w8a8-", suffix=".onnx", dir=cache)
