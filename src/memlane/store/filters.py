@@ -73,6 +73,21 @@ def session_where(d: Dialect, flt: SessionFilter) -> Clause:
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
+def owner_sessions(d: Dialect, flt: MessageFilter) -> Clause:
+    """A ``SELECT`` of the ids of the sessions the filter's owners allow (its session, tenant,
+    user, agent; unowned), as :func:`message_where` reads them, and its parameters; ("", [])
+    when it names none (a keyword search then ranks among every session's rows)."""
+    clauses, params = equal_fields(d, flt, ("tenant_id", "user_id", "agent_id"), "o.")
+    if flt.session_id is not None:
+        clauses.append(f"o.id = {d.mark}")
+        params.append(flt.session_id)
+    if flt.unowned:
+        clauses.append("o.user_id IS NULL")
+    if not clauses:
+        return "", []
+    return "SELECT o.id FROM sessions o WHERE " + " AND ".join(clauses), params
+
+
 def message_where(d: Dialect, flt: MessageFilter) -> Clause:
     """Extra ``AND ...`` clauses (or "") on messages m joined with sessions s, and their parameters."""
     clauses: list[str] = []

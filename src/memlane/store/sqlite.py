@@ -44,7 +44,7 @@ from memlane.models import (
     to_epoch,
     utcnow,
 )
-from memlane.store import sqlite_driver
+from memlane.store import filters, sqlite_driver
 from memlane.store.base import KeyedLocks, KeywordHit, TurnRecord, remaining
 from memlane.store.erase import EraseCounts, EraseRequest, ErasureLog, erase_rows
 from memlane.store.erasure_check import ErasureChecks
@@ -98,23 +98,6 @@ OWNED_PER_MATCH = 2
 _UPDATABLE_SESSION_FIELDS = frozenset(
     {"title", "system_prompt", "metadata", "status", "user_id", "agent_id", "last_active_at"}
 )
-
-
-def _owner_where(flt: MessageFilter) -> tuple[str, list[object]]:
-    """A SELECT of the ids of the sessions the filter's owners allow (session, tenant, user,
-    agent, unowned), and its parameters; ("", []) when it names none."""
-    clauses: list[str] = []
-    params: list[object] = []
-    for column, value in (("id", flt.session_id), ("tenant_id", flt.tenant_id),
-                          ("user_id", flt.user_id), ("agent_id", flt.agent_id)):
-        if value is not None:
-            clauses.append(f"o.{column} = ?")
-            params.append(value)
-    if flt.unowned:
-        clauses.append("o.user_id IS NULL")
-    if not clauses:
-        return "", []
-    return "SELECT o.id FROM sessions o WHERE " + " AND ".join(clauses), params
 
 
 def _is_locked(exc: BaseException) -> bool:
@@ -752,7 +735,7 @@ class SQLiteStore(SqlReads, SqlRecords, ErasureChecks):
             return []
         match = fts5_match(terms)
         where, params = _message_where(flt)
-        owners, owner_params = _owner_where(flt)
+        owners, owner_params = filters.owner_sessions(DIALECT, flt)
         if owners and self._owned.at_most(
             (owners, *owner_params), OWNED_PER_MATCH * matching,
             lambda n: int(self.read(
